@@ -1,0 +1,5 @@
+module eaimq
+
+go 1.26.8
+
+require github.com/rabbitmq/amqp091-go v1.16.0

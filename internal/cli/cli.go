@@ -1,0 +1,92 @@
+// Package cli is the glue every eaimq program shares between run and main:
+// the documented exit codes and the one place an error becomes one.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+)
+
+// Exit codes shared by the programs (sysexits.h where one fits), so that a
+// script calling several of them reads the same number the same way.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1  // the job ran and something in it failed
+	ExitUsage       = 2  // bad flags or arguments
+	ExitDataErr     = 65 // EX_DATAERR: input that is not a valid claim
+	ExitUnavailable = 69 // EX_UNAVAILABLE: the broker cannot be reached
+	ExitSoftware    = 70 // EX_SOFTWARE: an internal error
+	ExitIOErr       = 74 // EX_IOERR: a local file (status file, dedup store) failed
+	ExitTempFail    = 75 // EX_TEMPFAIL: outcome unknown; trying again is safe
+	ExitConfig      = 78 // EX_CONFIG: the topology or broker setting is missing or differs
+)
+
+// Error is an error with the exit code it ends the program with.
+type Error struct {
+	Code int
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Exit wraps err with code; a nil err stays nil.
+func Exit(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Code: code, Err: err}
+}
+
+// Exitf is Exit with a formatted error.
+func Exitf(code int, format string, a ...any) error {
+	return &Error{Code: code, Err: fmt.Errorf(format, a...)}
+}
+
+// Usagef is a usage mistake: exit 2.
+func Usagef(format string, a ...any) error { return Exitf(ExitUsage, format, a...) }
+
+// Code maps err to its exit code: nil and -h are 0, a flag parse error is 2,
+// an *Error its own code, anything else 1.
+func Code(err error) int {
+	var e *Error
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.As(err, &e):
+		return e.Code
+	case errors.Is(err, errParse):
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+var errParse = errors.New("flag parse error")
+
+// Parse parses args with fs (made with flag.ContinueOnError). The flag
+// package has already printed its message and the usage; a parse error comes
+// back marked so that Code maps it to 2, and -h to 0.
+func Parse(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &quiet{fmt.Errorf("%w: %w", errParse, err)}
+}
+
+// quiet marks an error that has been shown to the user already.
+type quiet struct{ error }
+
+func (q *quiet) Unwrap() error { return q.error }
+
+// Report prints err once, prefixed with the program's name, unless it is -h
+// or was shown already.
+func Report(w io.Writer, program string, err error) {
+	var q *quiet
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.As(err, &q) {
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", program, err)
+}

@@ -1,0 +1,136 @@
+// Package topo is the topology contract of the claim relay (SPEC §1): the
+// names every program agrees on, and the one place that declares them.
+package topo
+
+import (
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// The names of the contract.
+const (
+	Exchange     = "eai.claim"
+	DLX          = "eai.dlx"
+	Queue        = "claim.in"
+	DeadQueue    = "claim.dead"
+	RoutingKey   = "claim"
+	DeadRouteKey = "claim.dead"
+)
+
+// Exchanges are declared before the queues that name them, the DLX first, so
+// that claim.in never exists for a moment with a dead-letter exchange that
+// does not (a rejection then would drop the claim silently).
+var Exchanges = []ExchangeSpec{
+	{Name: DLX, Kind: amqp.ExchangeDirect},
+	{Name: Exchange, Kind: amqp.ExchangeDirect},
+}
+
+// Queues are declared after the exchanges; the dead-letter queue first for
+// the same reason.
+var Queues = []QueueSpec{
+	{Name: DeadQueue},
+	{Name: Queue, Args: amqp.Table{
+		"x-dead-letter-exchange":    DLX,
+		"x-dead-letter-routing-key": DeadRouteKey,
+	}},
+}
+
+// Bindings are declared last.
+var Bindings = []BindingSpec{
+	{Exchange: Exchange, Queue: Queue, Key: RoutingKey},
+	{Exchange: DLX, Queue: DeadQueue, Key: DeadRouteKey},
+}
+
+// ExchangeSpec is a durable, non-internal exchange.
+type ExchangeSpec struct{ Name, Kind string }
+
+// QueueSpec is a durable classic queue.
+type QueueSpec struct {
+	Name string
+	Args amqp.Table
+}
+
+// BindingSpec binds Queue to Exchange with Key.
+type BindingSpec struct{ Exchange, Queue, Key string }
+
+func (s ExchangeSpec) String() string {
+	return fmt.Sprintf("exchange %s (%s, durable)", s.Name, s.Kind)
+}
+
+func (s QueueSpec) String() string {
+	if len(s.Args) == 0 {
+		return fmt.Sprintf("queue %s (durable)", s.Name)
+	}
+	return fmt.Sprintf("queue %s (durable, %s)", s.Name, FormatArgs(s.Args))
+}
+
+func (s BindingSpec) String() string {
+	return fmt.Sprintf("binding %s -> %s (key %s)", s.Exchange, s.Queue, s.Key)
+}
+
+// FormatArgs prints a table's arguments in a stable order.
+func FormatArgs(t amqp.Table) string {
+	// The contract has two arguments; a fixed order reads best.
+	out := ""
+	for _, k := range []string{"x-dead-letter-exchange", "x-dead-letter-routing-key"} {
+		if v, ok := t[k]; ok {
+			if out != "" {
+				out += ", "
+			}
+			out += fmt.Sprintf("%s=%v", k, v)
+		}
+	}
+	return out
+}
+
+// DeclareExchange declares s on ch.
+func DeclareExchange(ch *amqp.Channel, s ExchangeSpec) error {
+	return ch.ExchangeDeclare(s.Name, s.Kind, true /* durable */, false /* autoDelete */, false /* internal */, false /* noWait */, nil)
+}
+
+// DeclareQueue declares s on ch.
+func DeclareQueue(ch *amqp.Channel, s QueueSpec) error {
+	_, err := ch.QueueDeclare(s.Name, true /* durable */, false /* autoDelete */, false /* exclusive */, false /* noWait */, s.Args)
+	return err
+}
+
+// DeclareBinding declares s on ch.
+func DeclareBinding(ch *amqp.Channel, s BindingSpec) error {
+	return ch.QueueBind(s.Queue, s.Key, s.Exchange, false /* noWait */, nil)
+}
+
+// Declare declares the whole topology on conn, one channel, in contract
+// order. A 406 closes the channel; the error names the object it came from.
+func Declare(conn *amqp.Connection) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open channel: %w", err)
+	}
+	defer ch.Close()
+	for _, s := range Exchanges {
+		if err := DeclareExchange(ch, s); err != nil {
+			return &DeclareError{Object: s.String(), Err: err}
+		}
+	}
+	for _, s := range Queues {
+		if err := DeclareQueue(ch, s); err != nil {
+			return &DeclareError{Object: s.String(), Err: err}
+		}
+	}
+	for _, s := range Bindings {
+		if err := DeclareBinding(ch, s); err != nil {
+			return &DeclareError{Object: s.String(), Err: err}
+		}
+	}
+	return nil
+}
+
+// DeclareError names the object whose declaration failed.
+type DeclareError struct {
+	Object string
+	Err    error
+}
+
+func (e *DeclareError) Error() string { return fmt.Sprintf("declare %s: %v", e.Object, e.Err) }
+func (e *DeclareError) Unwrap() error { return e.Err }

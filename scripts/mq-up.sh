@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# mq-up.sh: make sure a RabbitMQ broker answers on the AMQP port, with the
+# lab's absolute 512MiB memory watermark, and leave the status file.
+# Safe to run any number of times.
+#
+#   scripts/mq-up.sh
+#
+# If nothing answers on 127.0.0.1:${EAIMQ_AMQP_PORT:-5672}, it installs
+# rabbitmq-server from Debian when missing and starts a node named
+# rabbit@localhost with scripts/rabbitmq.conf. If a broker already answers
+# (a system node, perhaps under another name), it starts no second one: it
+# finds that node's name, sets the watermark at runtime, and says which it is.
+# EAIMQ_NODE and EAIMQ_AMQP_PORT choose another node name and port (the
+# distribution port is the AMQP port + 20000), for a second, private node.
+# Finally it runs brokerstatus, which writes ${EAIMQ_STATUS_FILE:-/root/eaimw/mq/status.txt}.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+top=$(dirname "$here")
+port=${EAIMQ_AMQP_PORT:-5672}
+node=${EAIMQ_NODE:-rabbit@localhost}
+wait_s=${EAIMQ_BROKER_WAIT:-120}
+
+say() { echo "mq-up: $*"; }
+die() { echo "mq-up: $*" >&2; exit 1; }
+
+answers() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
+
+install_broker() {
+	say "rabbitmq-server is not installed; installing it from Debian"
+	[ "$(id -u)" -eq 0 ] || die "installing rabbitmq-server needs root (apt-get install rabbitmq-server)"
+	# Keep the package's postinst from starting a node of its own (under
+	# the machine's hostname, with the default config): we start ours below.
+	local policy=/usr/sbin/policy-rc.d made_policy=
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q >/dev/null
+	apt-get install -y -q rabbitmq-server >/dev/null
+	[ -n "$made_policy" ] && rm -f "$policy"
+	command -v rabbitmq-server >/dev/null || die "rabbitmq-server still missing after apt-get install"
+}
+
+detect_node() {
+	if rabbitmqctl -n "$node" -q eval 'node().' >/dev/null 2>&1; then
+		echo "$node"
+	else
+		rabbitmqctl -q eval 'node().' 2>/dev/null | tr -d "'" | tail -n 1
+	fi
+}
+
+if ! command -v rabbitmq-server >/dev/null || ! command -v rabbitmqctl >/dev/null; then
+	install_broker
+fi
+
+if answers; then
+	node=$(detect_node)
+	[ -n "$node" ] || die "something answers on 127.0.0.1:$port but rabbitmqctl reaches no node (is it RabbitMQ, and is this root?)"
+	say "a broker already answers on 127.0.0.1:$port: node $node; not starting another"
+else
+	# The config must be readable by the rabbitmq user the server drops to.
+	confdir=/var/lib/rabbitmq/eaimq-conf
+	mkdir -p "$confdir"
+	sed "s/127.0.0.1:5672/127.0.0.1:$port/" "$here/rabbitmq.conf" >"$confdir/${node%@*}.conf"
+	chown -R rabbitmq:rabbitmq "$confdir" 2>/dev/null || true
+	say "starting node $node (config $here/rabbitmq.conf)"
+	RABBITMQ_NODENAME=$node \
+		RABBITMQ_CONFIG_FILE="$confdir/${node%@*}" \
+		RABBITMQ_NODE_PORT=$port \
+		RABBITMQ_DIST_PORT=$((port + 20000)) \
+		ERL_EPMD_ADDRESS=127.0.0.1 \
+		rabbitmq-server -detached
+	deadline=$((SECONDS + wait_s))
+	until answers && rabbitmqctl -n "$node" -q await_startup >/dev/null 2>&1; do
+		if [ $SECONDS -ge $deadline ]; then
+			die "node $node did not come up within ${wait_s}s; see /var/log/rabbitmq/$node.log"
+		fi
+		sleep 1
+	done
+	say "node $node is up on 127.0.0.1:$port"
+fi
+
+# Runtime setting: a node we did not start may have a relative watermark
+# in its config; this makes it the lab's absolute 512MiB until it restarts.
+rabbitmqctl -n "$node" -q set_vm_memory_high_watermark absolute 512MiB >/dev/null
+say "memory watermark set to absolute 512MiB on $node"
+
+mkdir -p "$top/bin"
+(cd "$top" && go build -o bin/brokerstatus ./brokerstatus)
+"$top/bin/brokerstatus" -node "$node" -o "${EAIMQ_STATUS_FILE:-/root/eaimw/mq/status.txt}"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# test.sh: the whole test suite against the real broker, as CI runs it.
+#
+#   scripts/test.sh              everything: format, vet, go test -race
+#   scripts/test.sh -run Foo     extra arguments go to go test
+#
+# It first runs scripts/mq-up.sh, which installs and starts RabbitMQ when
+# this machine has none. Every broker test makes its own temporary vhost.
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top"
+
+command -v go >/dev/null || { echo "test.sh: Go is not installed (https://go.dev/doc/install)" >&2; exit 1; }
+command -v gcc >/dev/null || { echo "test.sh: gcc is needed for go-sqlite3 (cgo): apt-get install gcc" >&2; exit 1; }
+
+echo "== broker"
+scripts/mq-up.sh
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change: $unformatted" >&2
+	exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test -race"
+go test -race -count=1 -timeout 30m "$@" ./...
