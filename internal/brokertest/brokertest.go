@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/rabbitctl"
+	"eaimq/internal/topo"
 )
 
 // EnvBaseURL overrides the broker the tests use (its vhost is ignored).
@@ -132,4 +134,64 @@ func (v *VHost) Getenv(extra map[string]string) func(string) string {
 		}
 		return extra[k]
 	}
+}
+
+// Topology declares the contract's topology in the vhost.
+func (v *VHost) Topology(t testing.TB) {
+	t.Helper()
+	if err := topo.Declare(v.Dial(t)); err != nil {
+		t.Fatalf("declare topology: %v", err)
+	}
+}
+
+// Drain takes every message in queue with basic.get and acks it.
+func (v *VHost) Drain(t testing.TB, queue string) []amqp.Delivery {
+	t.Helper()
+	ch := v.Channel(t)
+	defer ch.Close()
+	var out []amqp.Delivery
+	for {
+		d, ok, err := ch.Get(queue, false)
+		if err != nil {
+			t.Fatalf("basic.get %s: %v", queue, err)
+		}
+		if !ok {
+			return out
+		}
+		out = append(out, d)
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Depth returns the number of ready messages in queue.
+func (v *VHost) Depth(t testing.TB, queue string) int {
+	t.Helper()
+	ch := v.Channel(t)
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", queue, err)
+	}
+	return q.Messages
+}
+
+// Policy sets a policy on the vhost and waits until the broker reports it
+// applied to the queue it matches.
+func (v *VHost) Policy(t testing.TB, name, queue, definition string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := v.Ctl.Run(ctx, "-q", "set_policy", "-p", v.Name, "--apply-to", "queues", name, "^"+regexp.QuoteMeta(queue)+"$", definition); err != nil {
+		t.Fatalf("set_policy: %v", err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		out, err := v.Ctl.Run(ctx, "-q", "list_queues", "-p", v.Name, "--no-table-headers", "name", "policy")
+		if err == nil && strings.Contains(string(out), queue+"\t"+name) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("policy %s not applied to %s within 15s", name, queue)
 }

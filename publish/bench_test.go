@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/broker"
+	"eaimq/internal/brokertest"
+	"eaimq/internal/topo"
+)
+
+const benchClaims = 2000
+
+// BenchmarkPublishVsBare publishes benchClaims claim files through publish's
+// run (read, validate, connect, pipelined confirms with returns) and, in the
+// same iteration on the same broker, the same bodies through a bare
+// amqp091-go loop with the same window, persistence and mandatory flag. It
+// reports publish/bare as a throughput ratio, so the machine's noise cancels.
+//
+//	go test -run '^$' -bench PublishVsBare -benchtime 5x ./publish
+func BenchmarkPublishVsBare(b *testing.B) {
+	vh := brokertest.New(b)
+	vh.Topology(b)
+	dir := b.TempDir()
+	files := make([]string, benchClaims)
+	bodies := make([][]byte, benchClaims)
+	for i := range files {
+		body := fmt.Sprintf(`{"guid":"bench-%05d","claimId":"C-%05d","docs":["receipt.pdf"],"amount":%d,"note":"%s"}`,
+			i, i, 1000+i, strings.Repeat("x", 300))
+		bodies[i] = []byte(body)
+		files[i] = writeClaim(b, dir, fmt.Sprintf("c%05d.json", i), body)
+	}
+	purge := vh.Channel(b)
+	const window = 256
+	var ours, bare time.Duration
+	for b.Loop() {
+		start := time.Now()
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append([]string{"-window", fmt.Sprint(window)}, files...), vh.Getenv(nil), nil, &out, &errb)
+		if err != nil {
+			b.Fatalf("publish: %v %s", err, errb.String())
+		}
+		ours += time.Since(start)
+		if _, err := purge.QueuePurge(topo.Queue, false); err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		bareLoop(b, vh.URL, bodies, window)
+		bare += time.Since(start)
+		if _, err := purge.QueuePurge(topo.Queue, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(bare)/float64(ours), "publish/bare")
+	b.ReportMetric(float64(benchClaims)*float64(b.N)/ours.Seconds(), "claims/s")
+	b.ReportMetric(float64(benchClaims)*float64(b.N)/bare.Seconds(), "bare-claims/s")
+}
+
+// bareLoop is the ceiling: the least a confirmed, persistent, mandatory
+// publisher with a window can do, with no validation and no return checks.
+func bareLoop(b *testing.B, url string, bodies [][]byte, window int) {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		b.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, window+1))
+	outstanding := 0
+	for i, body := range bodies {
+		for outstanding >= window {
+			<-confirms
+			outstanding--
+		}
+		err := ch.Publish(topo.Exchange, topo.RoutingKey, true, false, amqp.Publishing{
+			DeliveryMode: amqp.Persistent, ContentType: "application/json",
+			MessageId: fmt.Sprintf("bench-%05d", i), Body: body,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		outstanding++
+	}
+	for ; outstanding > 0; outstanding-- {
+		if c := <-confirms; !c.Ack {
+			b.Fatal("nack")
+		}
+	}
+}
+
+// BenchmarkPublishProcess is the wall time of one `publish FILE` process,
+// end to end: start, connect, check the exchange, publish, confirm, exit.
+//
+//	go test -run '^$' -bench PublishProcess -benchtime 50x ./publish
+func BenchmarkPublishProcess(b *testing.B) {
+	vh := brokertest.New(b)
+	vh.Topology(b)
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "publish")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	f := writeClaim(b, dir, "c.json", `{"guid":"one","claimId":"C-1","docs":["r.pdf"]}`)
+	env := append(os.Environ(), broker.EnvURL+"="+vh.URL)
+	for b.Loop() {
+		cmd := exec.Command(bin, f)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("publish: %v\n%s", err, out)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/process")
+}
