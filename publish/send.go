@@ -15,12 +15,12 @@ import (
 type outcome int
 
 const (
-	pending    outcome = iota
-	sent               // confirmed (basic.ack) and not returned
-	returned           // basic.return: no queue took it (the ack that follows does not count)
-	nacked             // basic.nack: the broker refused it
-	unconfirmed        // published, but no confirm came: it may or may not be queued
-	notSent            // never published (the run stopped first)
+	pending     outcome = iota
+	sent                // confirmed (basic.ack) and not returned
+	returned            // basic.return: no queue took it (the ack that follows does not count)
+	nacked              // basic.nack: the broker refused it
+	unconfirmed         // published, but no confirm came: it may or may not be queued
+	notSent             // never published (the run stopped first)
 )
 
 // errNoConfirm: the broker did not confirm in time, so the outcome of what
