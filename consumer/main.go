@@ -1,0 +1,199 @@
+// Consumer moves claims from RabbitMQ's claim.in to the partner's claim
+// system so that none is lost and none is processed twice.
+//
+// It is the drop-in for the lab's consumer.py and takes the same arguments:
+//
+//	consumer --claim URL --max-seconds N [--prefetch P]
+//
+// Each delivery's body is POSTed unchanged to URL/v1/claims (a trailing slash
+// or a URL already ending in /v1/claims works too) with its content type
+// and an Idempotency-Key header equal to the message_id. Deliveries are
+// acked manually, never automatically, and only after their outcome is
+// recorded:
+//
+//	partner answer        what the consumer does
+//	2xx                   record the message_id as processed, then ack
+//	422 and other 4xx     reject(requeue=false): dead-lettered via eai.dlx
+//	  (not 408, 429)      to claim.dead; requeueing would loop forever
+//	5xx, 408, 429,        transient: nack(requeue=true) once; when the
+//	no answer (refused,   redelivered copy fails again, reject(requeue=false)
+//	reset, timeout)
+//	1xx, 3xx              unexpected: the transient rule, so never a loop
+//
+// "Fails again" needs both signals: the delivery is redelivered AND an
+// earlier failure of this copy is on record. A copy redelivered because a
+// consumer died before calling the partner keeps its retry; a fresh copy
+// (not redelivered) is a first delivery even if older copies failed.
+//
+// Dedup: processed message_ids live in SQLite (EAI_MQ_DB). A delivery whose
+// id is recorded is acked without calling the partner, across restarts. Two
+// copies of one id in flight at once (in this process, or in two consumers
+// sharing the file) never reach the partner together: the second waits for
+// the first's outcome. A message without message_id uses the body's guid;
+// with neither it is dead-lettered and the reason recorded. The same file
+// keeps an attempt log (status, error or answer excerpt, time): the record
+// of why a claim went to the dead-letter queue, which `dlq` shows.
+//
+// Up to P deliveries are processed at once (--prefetch sets basic.qos before
+// consuming, so never more than P are unacked). At --max-seconds, on SIGINT
+// or on SIGTERM it stops taking deliveries, lets the calls in flight finish
+// (bounded by --http-timeout), records and acks them, and exits 0 with a
+// summary on stdout. A second signal exits at once; anything unacked goes
+// back to the queue. If the broker connection drops, it reconnects with
+// backoff until the deadline.
+//
+// Flags:
+//
+//	--claim URL          the claim system (required)
+//	--max-seconds N      run time in seconds, fractions allowed (0: until a signal)
+//	--prefetch P         deliveries unacked and in flight at once (default 5)
+//	--http-timeout d     longest partner call (default 10s, far below the
+//	                     broker's 30-minute consumer_timeout)
+//	--sync full|normal   SQLite durability of a record before its ack
+//	                     (default full: survives power loss)
+//	--log-level level    debug, info (one line per claim), warn, error
+//
+// Environment:
+//
+//	EAI_AMQP_URL  broker address (default amqp://guest:guest@127.0.0.1:5672/%2F)
+//	EAI_MQ_DB     dedup store (default /root/eaimw/mq/processed.db; created
+//	              with its directory, mode 0600)
+//
+// Output: one log line per claim on stderr (message_id, claimId, outcome,
+// status, latency); a summary on stdout at exit.
+//
+// Exit status:
+//
+//	0    ran until --max-seconds or a signal, and drained
+//	2    usage error (a bad --claim URL included)
+//	69   the broker cannot be reached (at start, or still not at the end)
+//	74   the dedup store cannot be opened or written (the claim in hand is
+//	     left unacked and comes back)
+//	78   claim.in does not exist: run topology first
+//	130  a second signal forced an immediate exit
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"eaimq/internal/broker"
+	"eaimq/internal/cli"
+	"eaimq/internal/store"
+)
+
+const exitForced = 130
+
+func main() {
+	// The first signal ends the run gracefully (soft); the second abandons
+	// it (hard). run takes both so that tests can drive each.
+	hard, cancelHard := context.WithCancel(context.Background())
+	soft, cancelSoft := context.WithCancel(hard)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "consumer: %v: finishing the claims in flight (again to exit at once)\n", s)
+		cancelSoft()
+		<-sigs
+		cancelHard()
+	}()
+	err := run(soft, hard, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	cli.Report(os.Stderr, "consumer", err)
+	os.Exit(cli.Code(err))
+}
+
+func run(soft, hard context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("consumer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	claimURL := fs.String("claim", "", "claim system `URL` (POSTs go to URL/v1/claims)")
+	maxSeconds := fs.Float64("max-seconds", 0, "run for `seconds`, then drain and exit (0: until a signal)")
+	prefetch := fs.Int("prefetch", 5, "`n` deliveries unacked and in flight at once (basic.qos)")
+	httpTimeout := fs.Duration("http-timeout", 10*time.Second, "longest partner `call`")
+	syncMode := fs.String("sync", "full", "SQLite durability before each ack: `full` or normal")
+	logLevel := fs.String("log-level", "info", "`level`: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: consumer --claim URL --max-seconds N [--prefetch P] [flags]\n\n"+
+			"Consumes claim.in and POSTs each claim to URL/v1/claims; acks only after the\n"+
+			"outcome is recorded in EAI_MQ_DB. 2xx: ack. 4xx (not 408/429): dead-letter.\n"+
+			"5xx/408/429/no answer: requeue once, then dead-letter. Duplicates: ack, no call.\n\nflags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL (default %s)\n"+
+			"             EAI_MQ_DB (default %s)\n"+
+			"exit status: 0 ran and drained, 2 usage, 69 broker unreachable, 74 dedup store failed,\n"+
+			"             78 claim.in missing (run topology), 130 forced by a second signal\n", broker.DefaultURL, store.DefaultPath)
+	}
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	var level slog.Level
+	switch {
+	case fs.NArg() > 0:
+		fs.Usage()
+		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	case *claimURL == "":
+		fs.Usage()
+		return cli.Usagef("--claim URL is required")
+	case *maxSeconds < 0:
+		return cli.Usagef("--max-seconds must not be negative")
+	case *prefetch < 1 || *prefetch > 65535:
+		return cli.Usagef("--prefetch must be between 1 and 65535")
+	case *httpTimeout <= 0:
+		return cli.Usagef("--http-timeout must be positive")
+	case level.UnmarshalText([]byte(*logLevel)) != nil:
+		return cli.Usagef("--log-level must be debug, info, warn or error")
+	}
+	endpoint, err := claimsURL(*claimURL)
+	if err != nil {
+		return cli.Exit(cli.ExitUsage, err)
+	}
+	amqpURL := broker.URL(getenv)
+	if _, err := broker.VHost(amqpURL); err != nil {
+		return cli.Exit(cli.ExitUsage, fmt.Errorf("%s: %w", broker.EnvURL, err))
+	}
+
+	start := time.Now()
+	if *maxSeconds > 0 {
+		var cancel context.CancelFunc
+		soft, cancel = context.WithTimeout(soft, time.Duration(*maxSeconds*float64(time.Second)))
+		defer cancel()
+	}
+	st, err := store.Open(store.Path(getenv), store.Options{Synchronous: strings.ToLower(*syncMode)})
+	if err != nil {
+		return cli.Exit(cli.ExitIOErr, err)
+	}
+	defer st.Close()
+
+	r := &relay{
+		url:      amqpURL,
+		prefetch: *prefetch,
+		// The lease outlives any call (the HTTP timeout bounds it); it only
+		// matters when a consumer on another host dies holding a claim.
+		lease:   2**httpTimeout + 30*time.Second,
+		log:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		store:   st,
+		partner: newPartner(endpoint, *prefetch, *httpTimeout),
+		stats:   &stats{},
+		hard:    hard,
+		fatal:   make(chan error, 1),
+		tag:     fmt.Sprintf("eaimq-consumer-%d", os.Getpid()),
+	}
+	err = r.run(soft)
+	r.stats.summary(stdout, time.Since(start))
+	if hard.Err() != nil {
+		return cli.Exitf(exitForced, "forced exit: claims in flight were left unacked and go back to the queue")
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// partner posts claims to the claim system.
+type partner struct {
+	client  *http.Client
+	url     string // .../v1/claims
+	timeout time.Duration
+}
+
+// claimsURL makes <base>/v1/claims from the --claim value, with or without a
+// trailing slash, and accepts a value that already ends in /v1/claims.
+func claimsURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("--claim %q is not an http(s) URL with a host (example: http://127.0.0.1:9202)", base)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	if !strings.HasSuffix(u.Path, "/v1/claims") {
+		u.Path += "/v1/claims"
+	}
+	u.RawPath = ""
+	return u.String(), nil
+}
+
+func newPartner(claimsURL string, conns int, timeout time.Duration) *partner {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Keep at least one idle connection per concurrent call, or every call
+	// past the second opens a new TCP connection.
+	tr.MaxIdleConns = max(conns, 2) * 2
+	tr.MaxIdleConnsPerHost = max(conns, 2)
+	tr.DisableCompression = true
+	return &partner{
+		client: &http.Client{
+			Transport: tr,
+			Timeout:   timeout,
+			// A redirect on a POST is an answer to report, not to follow.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		url:     claimsURL,
+		timeout: timeout,
+	}
+}
+
+// answer is what one call got.
+type answer struct {
+	status  int    // 0 when there was no answer
+	excerpt string // start of the response body, or the transport error
+	err     error
+	latency time.Duration
+}
+
+// post sends body unchanged. The Idempotency-Key (IETF httpapi draft) lets a
+// partner that honours it make harmless the one window we cannot close: it
+// answered 201 and we died before recording it.
+func (p *partner) post(ctx context.Context, body []byte, contentType, id string) answer {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	if err != nil {
+		return answer{err: err, excerpt: err.Error()}
+	}
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Idempotency-Key", id)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return answer{err: err, excerpt: p.describe(err), latency: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	// Read the rest (bounded) so the connection goes back to the pool.
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return answer{status: resp.StatusCode, excerpt: excerpt(head), latency: time.Since(start)}
+}
+
+// describe shortens a transport error to what an operator needs.
+func (p *partner) describe(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return fmt.Sprintf("timeout after %s", p.timeout)
+	}
+	return excerpt([]byte(err.Error()))
+}
+
+// excerpt is the first 200 bytes of b on one line.
+func excerpt(b []byte) string {
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

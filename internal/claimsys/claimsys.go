@@ -1,0 +1,240 @@
+// Package claimsys is a stand-in for the partner's claim system with the
+// lab fixture's behaviour (SPEC "The lab's claim system fixture"):
+//
+//	POST /v1/claims   docs empty → 422; claimId starting BUSY → 503; else 201
+//	GET  /_stats      counts; by_guid is the number of calls per claim
+//
+// Beyond the fixture, for tests and the demo: a delay per call, a forced
+// status or a 503/201 flap, the highest concurrency seen, and a count of
+// calls whose Idempotency-Key had already been answered 201 (what a partner
+// honouring the key would have absorbed).
+package claimsys
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Server is the stand-in. The zero value is not usable; use New.
+type Server struct {
+	mu          sync.Mutex
+	delay       time.Duration
+	force       int  // status to answer every call with; 0 = the fixture's rules
+	flap        bool // alternate 503, 201, 503, ... (per call)
+	flapNext    int
+	honourKey   bool // answer a repeated Idempotency-Key with its first 201, without counting a new claim
+	total       int
+	byGuid      map[string]int
+	byClaimID   map[string]int
+	byStatus    map[int]int
+	accepted    map[string]int // 201s by guid
+	keysOK      map[string]bool
+	absorbable  int
+	inflight    int
+	maxInflight int
+}
+
+// New returns a stand-in with the fixture's behaviour.
+func New() *Server {
+	s := &Server{}
+	s.reset()
+	return s
+}
+
+func (s *Server) reset() {
+	s.total, s.absorbable, s.maxInflight, s.flapNext = 0, 0, 0, 0
+	s.byGuid = map[string]int{}
+	s.byClaimID = map[string]int{}
+	s.byStatus = map[int]int{}
+	s.accepted = map[string]int{}
+	s.keysOK = map[string]bool{}
+}
+
+// Control is the runtime behaviour, settable in-process or by POST /_control.
+type Control struct {
+	DelayMS     *int  `json:"delay_ms,omitempty"`
+	ForceStatus *int  `json:"force_status,omitempty"`
+	Flap        *bool `json:"flap,omitempty"`
+	HonourKey   *bool `json:"honour_idempotency_key,omitempty"`
+	Reset       bool  `json:"reset,omitempty"`
+}
+
+// Set changes the behaviour; nil fields stay as they are.
+func (s *Server) Set(c Control) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.DelayMS != nil {
+		s.delay = time.Duration(*c.DelayMS) * time.Millisecond
+	}
+	if c.ForceStatus != nil {
+		s.force = *c.ForceStatus
+	}
+	if c.Flap != nil {
+		s.flap = *c.Flap
+	}
+	if c.HonourKey != nil {
+		s.honourKey = *c.HonourKey
+	}
+	if c.Reset {
+		s.reset()
+	}
+}
+
+// Stats is GET /_stats.
+type Stats struct {
+	Total          int            `json:"total"`
+	ByGuid         map[string]int `json:"by_guid"`
+	ByClaimID      map[string]int `json:"by_claim_id"`
+	ByStatus       map[string]int `json:"by_status"`
+	Accepted       map[string]int `json:"accepted_by_guid"`
+	MaxConcurrency int            `json:"max_concurrency"`
+	// Absorbable counts calls that repeated an Idempotency-Key already
+	// answered 201: a partner honouring the key would not have processed
+	// them twice.
+	Absorbable int `json:"idempotency_key_repeats"`
+}
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Total: s.total, ByGuid: map[string]int{}, ByClaimID: map[string]int{}, ByStatus: map[string]int{},
+		Accepted: map[string]int{}, MaxConcurrency: s.maxInflight, Absorbable: s.absorbable}
+	for k, v := range s.byGuid {
+		st.ByGuid[k] = v
+	}
+	for k, v := range s.byClaimID {
+		st.ByClaimID[k] = v
+	}
+	for k, v := range s.byStatus {
+		st.ByStatus[strconv.Itoa(k)] = v
+	}
+	for k, v := range s.accepted {
+		st.Accepted[k] = v
+	}
+	return st
+}
+
+// ServeHTTP routes the fixture's endpoints and the controls.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/v1/claims" && r.Method == http.MethodPost:
+		s.claim(w, r)
+	case r.URL.Path == "/_stats" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, s.Stats())
+	case r.URL.Path == "/_control" && r.Method == http.MethodPost:
+		var c Control
+		if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		s.Set(c)
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	case r.URL.Path == "/healthz":
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
+	}
+}
+
+type claimBody struct {
+	Guid    string          `json:"guid"`
+	ClaimID string          `json:"claimId"`
+	Docs    json.RawMessage `json:"docs"`
+}
+
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	var c claimBody
+	if err == nil {
+		err = json.Unmarshal(body, &c)
+	}
+	key := r.Header.Get("Idempotency-Key")
+
+	s.mu.Lock()
+	s.inflight++
+	s.maxInflight = max(s.maxInflight, s.inflight)
+	delay := s.delay
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key != "" && s.keysOK[key] {
+		s.absorbable++
+		if s.honourKey {
+			s.byStatus[http.StatusOK]++
+			writeJSON(w, http.StatusOK, map[string]string{"status": "already accepted", "guid": c.Guid})
+			return
+		}
+	}
+	s.total++
+	var status int
+	switch {
+	case err != nil:
+		status = http.StatusBadRequest
+	case s.force != 0:
+		status = s.force
+	case s.flap:
+		status = []int{http.StatusServiceUnavailable, http.StatusCreated}[s.flapNext%2]
+		s.flapNext++
+	case emptyDocs(c.Docs):
+		status = http.StatusUnprocessableEntity
+	case strings.HasPrefix(c.ClaimID, "BUSY"):
+		status = http.StatusServiceUnavailable
+	default:
+		status = http.StatusCreated
+	}
+	if err == nil {
+		s.byGuid[c.Guid]++
+		s.byClaimID[c.ClaimID]++
+	}
+	s.byStatus[status]++
+	switch status {
+	case http.StatusCreated:
+		s.accepted[c.Guid]++
+		if key != "" {
+			s.keysOK[key] = true
+		}
+		writeJSON(w, status, map[string]string{"status": "accepted", "guid": c.Guid, "claimId": c.ClaimID})
+	case http.StatusUnprocessableEntity:
+		writeJSON(w, status, map[string]string{"error": "documents missing", "claimId": c.ClaimID})
+	case http.StatusServiceUnavailable:
+		writeJSON(w, status, map[string]string{"error": "claim system busy, try later", "claimId": c.ClaimID})
+	case http.StatusBadRequest:
+		writeJSON(w, status, map[string]string{"error": "body is not a claim JSON object"})
+	default:
+		writeJSON(w, status, map[string]string{"error": http.StatusText(status)})
+	}
+}
+
+// emptyDocs: a missing, null or empty docs list is "documents missing".
+func emptyDocs(raw json.RawMessage) bool {
+	var docs []any
+	if len(raw) == 0 || json.Unmarshal(raw, &docs) != nil {
+		return len(raw) == 0 || string(raw) == "null"
+	}
+	return len(docs) == 0
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+)
+
+// Record is what the store knows of one message_id.
+type Record struct {
+	MessageID  string
+	State      string // inflight | done | failed | dead | pending
+	ClaimID    string
+	Attempts   int
+	Failures   int
+	LastStatus int
+	LastError  string
+	DeadReason string
+	UpdatedAt  time.Time
+	DoneAt     time.Time
+}
+
+// Delivered reports whether the partner answered success for this id.
+func (r Record) Delivered() bool { return r.State == "done" }
+
+// Get returns the record of id; found is false when there is none.
+func (s *Store) Get(ctx context.Context, id string) (rec Record, found bool, err error) {
+	var claimID, lastErr, dead sql.NullString
+	var lastStatus, doneAt sql.NullInt64
+	var updated int64
+	err = s.db.QueryRowContext(ctx, `SELECT message_id, state, claim_id, attempts, failures, last_status,
+		last_error, dead_reason, updated_at, done_at FROM claims WHERE message_id = ?`, id).
+		Scan(&rec.MessageID, &rec.State, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &updated, &doneAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, err
+	}
+	rec.ClaimID, rec.LastError, rec.DeadReason = claimID.String, lastErr.String, dead.String
+	rec.LastStatus = int(lastStatus.Int64)
+	rec.UpdatedAt = time.UnixMilli(updated)
+	if doneAt.Valid {
+		rec.DoneAt = time.UnixMilli(doneAt.Int64)
+	}
+	return rec, true, nil
+}
+
+// Attempts returns the attempt log of id, oldest first.
+func (s *Store) Attempts(ctx context.Context, id string) ([]Attempt, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT at, redelivered, status, COALESCE(error, ''), action, latency_ms
+		FROM attempts WHERE message_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var a Attempt
+		var at, lat int64
+		if err := rows.Scan(&at, &a.Redelivered, &a.Status, &a.Error, &a.Action, &lat); err != nil {
+			return nil, err
+		}
+		a.At, a.Latency, a.Called = time.UnixMilli(at), time.Duration(lat)*time.Millisecond, a.Status != 0 || a.Error != ""
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

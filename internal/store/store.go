@@ -1,0 +1,261 @@
+// Package store is the consumer's SQLite file (EAI_MQ_DB): the dedup record
+// of processed message_ids, the in-progress claims that keep two consumers
+// from calling the partner with the same id at once, and the attempt log that
+// says why a claim went to the dead-letter queue. The consumer writes it; the
+// dlq tool reads it. The schema is defined here once, with a version.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3"
+)
+
+// EnvPath names the file; DefaultPath is the lab's.
+const (
+	EnvPath     = "EAI_MQ_DB"
+	DefaultPath = "/root/eaimw/mq/processed.db"
+)
+
+// Path returns the store's path from getenv, or the default.
+func Path(getenv func(string) string) string {
+	if p := getenv(EnvPath); p != "" {
+		return p
+	}
+	return DefaultPath
+}
+
+// SchemaVersion is PRAGMA user_version of a file this code wrote. Open
+// migrates older files up to it and refuses newer ones.
+const SchemaVersion = 1
+
+var migrations = []string{
+	// 0 → 1
+	`CREATE TABLE claims (
+		message_id  TEXT PRIMARY KEY,
+		state       TEXT NOT NULL,            -- inflight | done | failed | dead | pending
+		owner       TEXT,                     -- host:pid:start of the process holding it inflight
+		lease_until INTEGER,                  -- unix ms; an inflight claim past it is free again
+		claim_id    TEXT,
+		attempts    INTEGER NOT NULL DEFAULT 0, -- partner calls, all copies
+		failures    INTEGER NOT NULL DEFAULT 0, -- transient failures of the current copy
+		last_status INTEGER,                  -- last HTTP status, 0 when there was no answer
+		last_error  TEXT,                     -- short error or response excerpt
+		dead_reason TEXT,                     -- why the last copy was dead-lettered
+		updated_at  INTEGER NOT NULL,
+		done_at     INTEGER
+	) WITHOUT ROWID;
+	CREATE TABLE attempts (
+		id          INTEGER PRIMARY KEY,
+		message_id  TEXT NOT NULL,
+		at          INTEGER NOT NULL,         -- unix ms
+		redelivered INTEGER NOT NULL,
+		status      INTEGER NOT NULL,         -- HTTP status, 0 when there was no answer
+		error       TEXT,
+		action      TEXT NOT NULL,            -- ack | requeue | dead
+		latency_ms  INTEGER NOT NULL
+	);
+	CREATE INDEX attempts_by_message ON attempts(message_id, id);
+	-- The lab's word for the dedup record.
+	CREATE VIEW processed AS
+		SELECT message_id, claim_id, done_at AS processed_at FROM claims WHERE state = 'done';`,
+}
+
+// Store is an open dedup store.
+type Store struct {
+	db    *sql.DB
+	path  string
+	owner string
+	sync  string
+
+	reqs    chan *request
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// Options tune Open.
+type Options struct {
+	// Synchronous is SQLite's synchronous setting: "full" (the default)
+	// makes every commit survive a power loss before the consumer acks;
+	// "normal" survives a process crash only.
+	Synchronous string
+	// ReadOnly opens an existing file without writing (the dlq tool).
+	ReadOnly bool
+	// Owner overrides this process's name in in-progress claims (tests
+	// stand in for a second process with it).
+	Owner string
+}
+
+// Open opens (creating it, mode 0600, and its directory) the store at path.
+func Open(path string, o Options) (*Store, error) {
+	if o.Synchronous == "" {
+		o.Synchronous = "full"
+	}
+	if o.Synchronous != "full" && o.Synchronous != "normal" {
+		return nil, fmt.Errorf("synchronous must be full or normal, not %q", o.Synchronous)
+	}
+	if o.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("open dedup store %s: %w", path, err)
+		}
+	} else {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("create directory for %s: %w", path, err)
+		}
+		// Create it 0600 ourselves: SQLite would use 0644, and the file
+		// holds claim ids and partner answers.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open dedup store %s: %w", path, err)
+		}
+		f.Close()
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	q.Set("_txlock", "immediate") // take the write lock at BEGIN: no upgrade deadlocks between processes
+	q.Set("_foreign_keys", "1")
+	mode := "rw"
+	if o.ReadOnly {
+		mode = "ro"
+	}
+	q.Set("mode", mode)
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open dedup store %s: %w", path, err)
+	}
+	// One connection: the writer goroutine owns it, and SQLite allows one
+	// writer at a time anyway.
+	db.SetMaxOpenConns(1)
+	if o.Owner == "" {
+		o.Owner = Owner()
+	}
+	s := &Store{db: db, path: path, owner: o.Owner, sync: o.Synchronous, reqs: make(chan *request, 256), stopped: make(chan struct{})}
+	if err := s.init(o.ReadOnly); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("dedup store %s: %w", path, err)
+	}
+	if !o.ReadOnly {
+		go s.writer()
+	} else {
+		close(s.stopped)
+	}
+	return s, nil
+}
+
+func (s *Store) init(readOnly bool) error {
+	ctx := context.Background()
+	if !readOnly {
+		// WAL: readers (dlq list) never block the consumer, and a commit is
+		// one append to the log.
+		if _, err := s.db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
+			return err
+		}
+		if _, err := s.db.ExecContext(ctx, "PRAGMA synchronous="+s.sync); err != nil {
+			return err
+		}
+	}
+	var v int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("not an SQLite file, or unreadable: %w", err)
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("schema version %d is newer than this program's %d", v, SchemaVersion)
+	}
+	if v == SchemaVersion {
+		return nil
+	}
+	if readOnly {
+		return fmt.Errorf("schema version %d, want %d (run the consumer once to migrate)", v, SchemaVersion)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	// Re-read inside the write lock: another consumer may have migrated.
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	for ; v < SchemaVersion; v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "PRAGMA user_version="+strconv.Itoa(SchemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Close stops the writer after the pending writes and closes the file.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		if s.reqs != nil {
+			close(s.reqs)
+		}
+	})
+	<-s.stopped
+	return s.db.Close()
+}
+
+// Path is the file's path.
+func (s *Store) Path() string { return s.path }
+
+// Owner names this process for in-progress claims: host, pid and the
+// process start time, so that a reused pid is not mistaken for it.
+func Owner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), startTime(os.Getpid()))
+}
+
+// startTime is field 22 of /proc/PID/stat (clock ticks since boot), or "".
+func startTime(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// ownerGone reports whether owner is a process on this host that no longer
+// runs, so that its in-progress claims can be taken at once rather than
+// after the lease (a consumer killed with -9 and started again).
+func ownerGone(owner string) bool {
+	parts := strings.Split(owner, ":")
+	if len(parts) != 3 {
+		return false
+	}
+	host, _ := os.Hostname()
+	if parts[0] != host {
+		return false
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return false
+	}
+	return startTime(pid) != parts[2]
+}
+
+var errClosed = errors.New("dedup store closed")
+
+func nowMS() int64 { return time.Now().UnixMilli() }
