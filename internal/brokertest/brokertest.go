@@ -5,6 +5,7 @@ package brokertest
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/hex"
 	"net/url"
 	"os"
@@ -194,4 +195,71 @@ func (v *VHost) Policy(t testing.TB, name, queue, definition string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("policy %s not applied to %s within 15s", name, queue)
+}
+
+// Claim is a claim JSON body for tests: guid, claimId and docs.
+func Claim(guid, claimID string, docs ...string) []byte {
+	d := "[]"
+	if len(docs) > 0 {
+		d = `["` + strings.Join(docs, `","`) + `"]`
+	}
+	return []byte(`{"guid":"` + guid + `","claimId":"` + claimID + `","docs":` + d + `,"amount":1200}`)
+}
+
+// Publish sends each message to eai.claim/claim with confirms, persistent,
+// and fails the test unless every one is confirmed. A message with no
+// MessageId is sent without one.
+func (v *VHost) Publish(t testing.TB, msgs ...amqp.Publishing) {
+	t.Helper()
+	ch := v.Channel(t)
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	var dcs []*amqp.DeferredConfirmation
+	for _, m := range msgs {
+		m.DeliveryMode = amqp.Persistent
+		if m.ContentType == "" {
+			m.ContentType = "application/json"
+		}
+		dc, err := ch.PublishWithDeferredConfirm(topo.Exchange, topo.RoutingKey, true, false, m)
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		dcs = append(dcs, dc)
+	}
+	for _, dc := range dcs {
+		if !dc.Wait() {
+			t.Fatal("publish nacked")
+		}
+	}
+}
+
+// PublishClaims publishes claim bodies with message_id = guid.
+func (v *VHost) PublishClaims(t testing.TB, claims ...[]byte) {
+	t.Helper()
+	var msgs []amqp.Publishing
+	for _, c := range claims {
+		var g struct {
+			Guid string `json:"guid"`
+		}
+		if err := json.Unmarshal(c, &g); err != nil {
+			t.Fatalf("test claim %s: %v", c, err)
+		}
+		msgs = append(msgs, amqp.Publishing{MessageId: g.Guid, Body: c})
+	}
+	v.Publish(t, msgs...)
+}
+
+// Eventually polls cond every 50ms until it holds or timeout passes, and
+// fails the test with what when it never does.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %s", what, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

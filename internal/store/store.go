@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3"
@@ -212,12 +213,15 @@ func (s *Store) Close() error {
 // Path is the file's path.
 func (s *Store) Path() string { return s.path }
 
-// Owner names this process for in-progress claims: host, pid and the
-// process start time, so that a reused pid is not mistaken for it.
+// Owner names this holder of in-progress claims: host, pid and the process
+// start time (so that a reused pid is not mistaken for it), and a number
+// unique to each Open (two stores in one process are two holders).
 func Owner() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), startTime(os.Getpid()))
+	return fmt.Sprintf("%s:%d:%s:%d", host, os.Getpid(), startTime(os.Getpid()), openSeq.Add(1))
 }
+
+var openSeq atomic.Int64
 
 // startTime is field 22 of /proc/PID/stat (clock ticks since boot), or "".
 func startTime(pid int) string {
@@ -242,7 +246,7 @@ func startTime(pid int) string {
 // after the lease (a consumer killed with -9 and started again).
 func ownerGone(owner string) bool {
 	parts := strings.Split(owner, ":")
-	if len(parts) != 3 {
+	if len(parts) < 3 {
 		return false
 	}
 	host, _ := os.Hostname()

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/brokertest"
+	"eaimq/internal/cli"
+	"eaimq/internal/store"
+	"eaimq/internal/topo"
+)
+
+// TestMixedBatch is the lab's whole story: good claims delivered once, 422s
+// dead-lettered after one call, BUSY claims called exactly twice and then
+// dead-lettered; nothing left in claim.in, nothing unacked.
+func TestMixedBatch(t *testing.T) {
+	h := newHarness(t)
+	var claims [][]byte
+	for _, g := range guids("good", 10) {
+		claims = append(claims, brokertest.Claim(g, "C-"+g, "receipt.pdf"))
+	}
+	for _, g := range guids("nodocs", 3) {
+		claims = append(claims, brokertest.Claim(g, "C-"+g))
+	}
+	for _, g := range guids("busy", 3) {
+		claims = append(claims, brokertest.Claim(g, "BUSY-"+g, "receipt.pdf"))
+	}
+	h.vh.PublishClaims(t, claims...)
+	c := h.runUntil("10 delivered, 3 rejected, 3 busy twice", func() bool {
+		return h.totalCalls() == 10+3+6 && h.vh.Depth(t, topo.DeadQueue) == 6
+	})
+	if c.code != 0 {
+		t.Fatalf("exit %d:\n%s", c.code, c.stderr.String())
+	}
+	for _, g := range guids("good", 10) {
+		if n := h.calls(g); n != 1 {
+			t.Errorf("%s called %d times, want 1", g, n)
+		}
+	}
+	for _, g := range guids("nodocs", 3) {
+		if n := h.calls(g); n != 1 {
+			t.Errorf("%s (422) called %d times, want 1", g, n)
+		}
+	}
+	for _, g := range guids("busy", 3) {
+		if n := h.calls(g); n != 2 {
+			t.Errorf("%s (503) called %d times, want exactly 2", g, n)
+		}
+	}
+	h.assertQueues(0, 0, 6)
+	if !contains(c.stdout.String(), "10 delivered", "6 dead-lettered (3 rejected by the claim system, 3 failed twice") {
+		t.Errorf("summary: %s", c.stdout.String())
+	}
+	for _, line := range []string{"outcome=delivered", "outcome=dead-lettered", "outcome=requeued", "claim_id=BUSY-busy-000"} {
+		if !strings.Contains(c.stderr.String(), line) {
+			t.Errorf("log lacks %q", line)
+		}
+	}
+}
+
+// TestDuplicatesAcrossRestart: one guid published three times in one run is
+// POSTed once; after a restart, a fourth copy is acked without a call.
+func TestDuplicatesAcrossRestart(t *testing.T) {
+	h := newHarness(t)
+	dup := brokertest.Claim("dup-1", "C-dup", "r.pdf")
+	h.vh.PublishClaims(t, dup, dup, dup)
+	c := h.runUntil("3 copies handled", h.drained)
+	if !strings.Contains(c.stdout.String(), "1 delivered, 2 duplicates skipped") {
+		t.Errorf("first run summary: %s", c.stdout.String())
+	}
+	if n := h.calls("dup-1"); n != 1 {
+		t.Fatalf("POSTed %d times, want 1", n)
+	}
+	h.vh.PublishClaims(t, dup)
+	c2 := h.runUntil("the copy after restart handled", h.drained)
+	if n := h.calls("dup-1"); n != 1 {
+		t.Errorf("after restart: POSTed %d times, want 1", n)
+	}
+	if !strings.Contains(c2.stdout.String(), "1 duplicates skipped") {
+		t.Errorf("second run summary: %s", c2.stdout.String())
+	}
+	h.assertQueues(0, 0, 0)
+}
+
+// TestPrefetchBoundsUnacked: a partner slowed to 500ms, 40 claims. The
+// partner never sees more than P at once and does see more than 1; sampled
+// unacked never exceeds P.
+func TestPrefetchBoundsUnacked(t *testing.T) {
+	for _, p := range []int{5, 3} {
+		t.Run(fmt.Sprintf("prefetch=%d", p), func(t *testing.T) {
+			h := newHarness(t)
+			delay := 500
+			h.partner.Set(claimsysDelay(delay))
+			var claims [][]byte
+			for _, g := range guids("slow", 40) {
+				claims = append(claims, brokertest.Claim(g, "C-"+g, "r.pdf"))
+			}
+			h.vh.PublishClaims(t, claims...)
+			args := []string{}
+			if p != 5 {
+				args = append(args, "--prefetch", fmt.Sprint(p)) // 5 is the default
+			}
+			c := h.start(args...)
+			maxUnacked, samples := 0, 0
+			brokertest.Eventually(t, 60*time.Second, "40 claims delivered", func() bool {
+				q := h.vh.Queues(t)[topo.Queue] // rabbitmqctl, as the lab checks it
+				maxUnacked = max(maxUnacked, q.Unacked)
+				samples++
+				return h.partner.Stats().ByStatus["201"] == 40
+			})
+			c.wait(t)
+			if maxUnacked > p {
+				t.Errorf("sampled unacked reached %d, want at most %d", maxUnacked, p)
+			}
+			mc := h.partner.Stats().MaxConcurrency
+			if mc > p || mc < 2 {
+				t.Errorf("partner saw %d at once, want 2..%d", mc, p)
+			}
+			t.Logf("prefetch %d: max unacked %d over %d samples, partner concurrency %d", p, maxUnacked, samples, mc)
+			h.assertQueues(0, 0, 0)
+		})
+	}
+}
+
+// TestConnectionClosedUnderConsumer: the broker closes the consumer's
+// connection mid-run; it reconnects and finishes, and nothing is processed
+// twice.
+func TestConnectionClosedUnderConsumer(t *testing.T) {
+	h := newHarness(t)
+	h.partner.Set(claimsysDelay(100))
+	var claims [][]byte
+	for _, g := range guids("rc", 30) {
+		claims = append(claims, brokertest.Claim(g, "C-"+g, "r.pdf"))
+	}
+	h.vh.PublishClaims(t, claims...)
+	c := h.start()
+	brokertest.Eventually(t, 30*time.Second, "some claims delivered", func() bool { return h.totalCalls() >= 5 })
+	if _, err := h.vh.Ctl.Run(context.Background(), "-q", "close_all_connections", "-p", h.vh.Name, "test: broker closes connection"); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 60*time.Second, "all 30 delivered after reconnect", func() bool {
+		return len(h.partner.Stats().Accepted) == 30 && h.vh.Depth(t, topo.Queue) == 0
+	})
+	c.wait(t)
+	if !strings.Contains(c.stderr.String(), "reconnected") {
+		t.Errorf("no reconnect in the log:\n%s", c.stderr.String())
+	}
+	for g, n := range h.partner.Stats().Accepted {
+		if n != 1 {
+			t.Errorf("%s accepted %d times", g, n)
+		}
+	}
+	h.assertQueues(0, 0, 0)
+}
+
+// TestUnexpectedInput: no message_id (falls back to the guid), no id at
+// all, a body that is not JSON, and a 1 MiB body. No crash, no loop; each
+// ends delivered or dead-lettered, with the reason on record.
+func TestUnexpectedInput(t *testing.T) {
+	h := newHarness(t)
+	huge := []byte(`{"guid":"huge-1","claimId":"C-H","docs":["r.pdf"],"pad":"` + strings.Repeat("x", 1<<20) + `"}`)
+	h.vh.Publish(t,
+		amqp.Publishing{Body: brokertest.Claim("guid-only", "C-G", "r.pdf")},   // no message_id
+		amqp.Publishing{Body: []byte(`{"claimId":"C-anon","docs":["r.pdf"]}`)}, // no id at all
+		amqp.Publishing{MessageId: "plain-1", ContentType: "text/plain", Body: []byte("hello, not json")},
+		amqp.Publishing{MessageId: "huge-1", Body: huge},
+	)
+	c := h.runUntil("all four handled", func() bool {
+		return h.drained() && h.vh.Depth(t, topo.DeadQueue) == 2
+	})
+	if c.code != 0 {
+		t.Fatalf("exit %d", c.code)
+	}
+	if h.calls("guid-only") != 1 || h.calls("huge-1") != 1 {
+		t.Errorf("calls: %v", h.partner.Stats().ByGuid)
+	}
+	if !contains(c.stderr.String(), "no message_id and no guid", "message_id=guid-only") {
+		t.Errorf("log:\n%s", c.stderr.String())
+	}
+	st, err := store.Open(h.db, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec, found, _ := st.Get(context.Background(), "plain-1")
+	if !found || rec.State != "dead" || rec.LastStatus != 400 {
+		t.Errorf("not-JSON claim record: %+v found=%v", rec, found)
+	}
+	h.assertQueues(0, 0, 2)
+}
+
+func TestMissingQueueAndUsage(t *testing.T) {
+	vh := brokertest.New(t) // no topology
+	getenv := vh.Getenv(map[string]string{store.EnvPath: t.TempDir() + "/p.db"})
+	ctx := context.Background()
+	var out, errb bytes.Buffer
+	err := run(ctx, ctx, []string{"--claim", "http://127.0.0.1:9", "--max-seconds", "1"}, getenv, &out, &errb)
+	if cli.Code(err) != cli.ExitConfig || !strings.Contains(err.Error(), "run topology first") {
+		t.Errorf("missing claim.in: exit %d (%v)", cli.Code(err), err)
+	}
+	for _, args := range [][]string{
+		{"--max-seconds", "1"},
+		{"--claim", "not a url", "--max-seconds", "1"},
+		{"--claim", "ftp://x", "--max-seconds", "1"},
+		{"--claim", "http://x", "--prefetch", "0"},
+		{"--claim", "http://x", "--max-seconds", "-1"},
+		{"--claim", "http://x", "--bogus"},
+	} {
+		err := run(ctx, ctx, args, getenv, &out, &errb)
+		if cli.Code(err) != cli.ExitUsage {
+			t.Errorf("%q: exit %d, want 2 (%v)", args, cli.Code(err), err)
+		}
+	}
+}
+
+// TestDeadlineIsKept: --max-seconds ends the run on time with the claims in
+// flight finished, not abandoned.
+func TestDeadlineIsKept(t *testing.T) {
+	h := newHarness(t)
+	h.partner.Set(claimsysDelay(300))
+	var claims [][]byte
+	for _, g := range guids("dl", 20) {
+		claims = append(claims, brokertest.Claim(g, "C-"+g, "r.pdf"))
+	}
+	h.vh.PublishClaims(t, claims...)
+	start := time.Now()
+	var out, errb bytes.Buffer
+	ctx := context.Background()
+	err := run(ctx, ctx, []string{"--claim", h.url, "--max-seconds", "1"}, h.getenv(), &out, &errb)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > 1*time.Second+2*time.Second {
+		t.Errorf("took %s for --max-seconds 1", took)
+	}
+	// Every claim the partner accepted was recorded and acked: none is
+	// left unacked, and what remains in claim.in was never accepted.
+	accepted := len(h.partner.Stats().Accepted)
+	q := h.vh.Queues(t)[topo.Queue]
+	if q.Unacked != 0 || q.Messages != 20-accepted {
+		t.Errorf("after the deadline: %d accepted, claim.in %d ready %d unacked", accepted, q.Messages, q.Unacked)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("%d delivered", accepted)) {
+		t.Errorf("summary %q, partner accepted %d", out.String(), accepted)
+	}
+}
+
+// TestTwoConsumersOneStore: two consumers share one EAI_MQ_DB and one queue;
+// a guid published many times is POSTed once.
+func TestTwoConsumersOneStore(t *testing.T) {
+	h := newHarness(t)
+	h.partner.Set(claimsysDelay(200))
+	dup := brokertest.Claim("shared-1", "C-S", "r.pdf")
+	h.vh.PublishClaims(t, dup, dup, dup, dup, dup, dup)
+	a, b := h.start(), h.start()
+	brokertest.Eventually(t, 30*time.Second, "all copies acked", h.drained)
+	var wg sync.WaitGroup
+	for _, c := range []*consumer{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.wait(t) }()
+	}
+	wg.Wait()
+	if n := h.calls("shared-1"); n != 1 {
+		t.Errorf("POSTed %d times by two consumers, want 1", n)
+	}
+}
