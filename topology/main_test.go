@@ -137,7 +137,9 @@ func TestUsage(t *testing.T) {
 
 func TestUnreachableBrokerIsRedacted(t *testing.T) {
 	var out, errb bytes.Buffer
-	getenv := func(k string) string { return map[string]string{"EAI_AMQP_URL": "amqp://guest:s3cret@127.0.0.1:1/x"}[k] }
+	getenv := func(k string) string {
+		return map[string]string{"EAI_AMQP_URL": "amqp://guest:s3cret@127.0.0.1:1/x"}[k]
+	}
 	err := run(context.Background(), nil, getenv, &out, &errb)
 	if cli.Code(err) != cli.ExitUnavailable {
 		t.Fatalf("exit %d, want %d (%v)", cli.Code(err), cli.ExitUnavailable, err)

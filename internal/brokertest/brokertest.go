@@ -5,8 +5,8 @@ package brokertest
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"encoding/hex"
+	"encoding/json"
 	"net/url"
 	"os"
 	"regexp"
