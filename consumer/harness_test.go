@@ -21,14 +21,14 @@ import (
 // harness is one test's world: a temporary vhost with the topology, the
 // stand-in claim system over HTTP, and a dedup store file.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	vh      *brokertest.VHost
 	partner *claimsys.Server
 	url     string
 	db      string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	vh := brokertest.New(t)
 	vh.Topology(t)
@@ -68,7 +68,7 @@ func (h *harness) start(args ...string) *consumer {
 }
 
 // wait stops the consumer (as SIGINT would) and waits for it to exit.
-func (c *consumer) wait(t *testing.T) {
+func (c *consumer) wait(t testing.TB) {
 	t.Helper()
 	c.stop()
 	select {
@@ -152,3 +152,5 @@ func contains(s string, subs ...string) bool {
 }
 
 func claimsysDelay(ms int) claimsys.Control { return claimsys.Control{DelayMS: &ms} }
+
+func resetControl() claimsys.Control { return claimsys.Control{Reset: true} }

@@ -208,7 +208,7 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 	if id == "" {
 		id = peek.Guid
 	}
-	lg := r.log.With("message_id", id, "claim_id", peek.ClaimID, "redelivered", d.Redelivered)
+	lg := claimLog{r.log, id, peek.ClaimID, d.Redelivered}
 	if id == "" {
 		// Nothing to deduplicate on: processing it could never be made
 		// exactly-once, so it goes to the DLQ with the reason on record.
@@ -218,7 +218,8 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 			r.storeFailed(lg, err)
 			return
 		}
-		r.act(lg.With("message_id", key), d, deadLetter, reason, answer{})
+		lg.id = key
+		r.act(lg, d, deadLetter, reason, answer{})
 		return
 	}
 
@@ -278,7 +279,7 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 }
 
 // act acks, requeues or dead-letters d and logs the one line of its outcome.
-func (r *relay) act(lg *slog.Logger, d amqp.Delivery, act action, reason string, a answer) {
+func (r *relay) act(lg claimLog, d amqp.Delivery, act action, reason string, a answer) {
 	var err error
 	outcome := ""
 	switch act {
@@ -295,24 +296,47 @@ func (r *relay) act(lg *slog.Logger, d amqp.Delivery, act action, reason string,
 		err = d.Reject(false /* requeue: the queue's DLX takes it */)
 		outcome = "dead-lettered"
 	}
-	attrs := []any{"outcome", outcome, "status", a.status, "latency", a.latency.Round(time.Millisecond)}
+	if err != nil {
+		r.stats.ackErrors.Add(1)
+		lg.log(slog.LevelWarn, "claim recorded but not acked: the connection is gone; the redelivered copy will meet the record",
+			outcome, reason, a, "err", err)
+		return
+	}
+	r.stats.count(outcome, a, reason)
+	lg.log(slog.LevelInfo, "claim", outcome, reason, a)
+}
+
+// claimLog writes the one line per claim. It builds the line only when the
+// level is enabled: at thousands of claims a second, a logger clone per
+// delivery shows up in the profile.
+type claimLog struct {
+	l           *slog.Logger
+	id, claimID string
+	redelivered bool
+}
+
+func (c claimLog) log(level slog.Level, msg, outcome, reason string, a answer, extra ...any) {
+	if !c.l.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := []any{"message_id", c.id, "claim_id", c.claimID, "redelivered", c.redelivered, "outcome", outcome}
+	if a.status != 0 || a.err != nil {
+		attrs = append(attrs, "status", a.status, "latency", a.latency.Round(time.Millisecond))
+	}
 	if reason != "" && reason != "duplicate" {
 		attrs = append(attrs, "reason", reason)
 	}
 	if a.status != 201 && a.excerpt != "" {
 		attrs = append(attrs, "answer", a.excerpt)
 	}
-	if err != nil {
-		r.stats.ackErrors.Add(1)
-		lg.Warn("claim recorded but not acked: the connection is gone; the redelivered copy will meet the record",
-			append(attrs, "err", err)...)
-		return
-	}
-	r.stats.count(outcome, a, reason)
-	lg.Info("claim", attrs...)
+	c.l.Log(context.Background(), level, msg, append(attrs, extra...)...)
 }
 
-func (r *relay) storeFailed(lg *slog.Logger, err error) {
+func (c claimLog) Error(msg string, args ...any) {
+	c.l.Error(msg, append([]any{"message_id", c.id, "claim_id", c.claimID}, args...)...)
+}
+
+func (r *relay) storeFailed(lg claimLog, err error) {
 	r.stats.ackErrors.Add(1)
 	lg.Error("dedup store failed: leaving the claim unacked and stopping", "err", err)
 	select {

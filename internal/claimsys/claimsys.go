@@ -99,6 +99,13 @@ type Stats struct {
 	Absorbable int `json:"idempotency_key_repeats"`
 }
 
+// Total is the number of claims answered so far (cheap to poll).
+func (s *Server) Total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
 // Stats returns a copy of the counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()

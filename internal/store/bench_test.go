@@ -1,0 +1,53 @@
+package store
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkBeginFinish is the store's share of one delivered claim (Begin,
+// then Finish "ack") with P workers at once, at each synchronous setting.
+//
+//	go test -run '^$' -bench BeginFinish ./internal/store
+func BenchmarkBeginFinish(b *testing.B) {
+	for _, sync_ := range []string{"full", "normal"} {
+		for _, p := range []int{1, 5, 20} {
+			b.Run(fmt.Sprintf("sync=%s/P=%d", sync_, p), func(b *testing.B) {
+				s, err := Open(filepath.Join(b.TempDir(), "p.db"), Options{Synchronous: sync_})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				for range p {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for {
+							i := next.Add(1)
+							if i > int64(b.N) {
+								return
+							}
+							id := fmt.Sprintf("id-%d", i)
+							if _, _, err := s.Begin(ctx, id, "C", true, time.Minute); err != nil {
+								b.Error(err)
+								return
+							}
+							if err := s.Finish(ctx, id, Attempt{Status: 201, Action: "ack", Called: true}, ""); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+			})
+		}
+	}
+}
