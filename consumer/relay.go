@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,15 +117,13 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 		conn.Close()
 		return nil, nil, nil, cli.Exit(code, err)
 	}
+	if err := topo.RequireQueue(conn, topo.Queue); err != nil {
+		conn.Close()
+		return nil, nil, nil, cli.Broker(err, topo.ErrMissing)
+	}
 	ch, err := conn.Channel()
 	if err != nil {
 		return fail(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
-	}
-	if _, err := ch.QueueDeclarePassive(topo.Queue, true, false, false, false, nil); err != nil {
-		if broker.Code(err) == amqp.NotFound {
-			return fail(cli.ExitConfig, fmt.Errorf("queue %s does not exist in this vhost: run topology first", topo.Queue))
-		}
-		return fail(cli.ExitUnavailable, fmt.Errorf("check queue %s: %w", topo.Queue, err))
 	}
 	if err := ch.Qos(r.prefetch, 0, false /* per consumer */); err != nil {
 		return fail(cli.ExitUnavailable, fmt.Errorf("basic.qos: %w", err))
@@ -204,21 +200,17 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 	r.stats.received.Add(1)
 	peek := peekClaim(d.Body)
-	id := d.MessageId
-	if id == "" {
-		id = peek.Guid
-	}
+	id := store.Key(d.MessageId, peek.Guid, d.Body)
 	lg := claimLog{r.log, id, peek.ClaimID, d.Redelivered}
-	if id == "" {
+	if d.MessageId == "" && peek.Guid == "" {
 		// Nothing to deduplicate on: processing it could never be made
-		// exactly-once, so it goes to the DLQ with the reason on record.
-		key := "sha256:" + hashBody(d.Body)
-		reason := "no message_id and no guid in the body"
-		if err := r.store.Finish(r.hard, key, store.Attempt{Redelivered: d.Redelivered, Action: "dead", Error: reason}, reason); err != nil {
+		// exactly-once, so it goes to the DLQ with the reason on record
+		// under a key made from the body.
+		reason := store.ReasonNoID
+		if err := r.store.Finish(r.hard, id, store.Attempt{Redelivered: d.Redelivered, Action: "dead", Error: reason}, reason); err != nil {
 			r.storeFailed(lg, err)
 			return
 		}
-		lg.id = key
 		r.act(lg, d, deadLetter, reason, answer{})
 		return
 	}
@@ -361,10 +353,6 @@ func peekClaim(body []byte) claimPeek {
 	return p
 }
 
-func hashBody(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:12])
-}
 
 // inFlight lets one worker at a time work on a message_id in this process.
 type inFlight struct {

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"eaimq/internal/store"
 	"fmt"
 	"io"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -25,7 +25,7 @@ func (s *stats) count(outcome string, a answer, reason string) {
 		s.requeued.Add(1)
 	case "dead-lettered":
 		switch {
-		case strings.HasPrefix(reason, "no message_id"):
+		case reason == store.ReasonNoID:
 			s.deadNoID.Add(1)
 		case classify(a.status) == permanent:
 			s.deadRejected.Add(1)

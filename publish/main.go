@@ -73,6 +73,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
+	"eaimq/internal/confirm"
 	"eaimq/internal/topo"
 )
 
@@ -176,14 +177,13 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 	if err != nil {
 		return err
 	}
-	s, err := newSender(conn, o.window, o.timeout)
+	p, err := confirm.New(conn, o.window, o.timeout)
 	if err != nil {
 		return cli.Exit(cli.ExitUnavailable, err)
 	}
-	defer s.close()
+	defer p.Close()
 	prog := newProgress(stderr, o.progress, len(files)-invalid)
-	s.progress = prog.update
-	sendErr := s.send(ctx, claims, results)
+	sendErr := send(ctx, p, o.window, claims, results, prog.update)
 	prog.finish()
 
 	var n [notSent + 1]int
@@ -202,7 +202,7 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 	switch {
 	case errors.Is(sendErr, context.Canceled):
 		return cli.Exitf(cli.ExitTempFail, "interrupted: %d claim(s) not confirmed", n[unconfirmed]+n[notSent])
-	case errors.Is(sendErr, errNoConfirm):
+	case errors.Is(sendErr, confirm.ErrTimeout):
 		return cli.Exit(cli.ExitTempFail, sendErr)
 	case sendErr != nil:
 		return cli.Exit(cli.ExitUnavailable, sendErr)
@@ -231,9 +231,11 @@ func dialAsync(url string, timeout time.Duration) func() (*amqp.Connection, erro
 			c <- dialed{nil, cli.Exit(cli.ExitUnavailable, err)}
 			return
 		}
-		if err := checkExchange(conn); err != nil {
+		// Publishing to a missing exchange makes the broker close the
+		// channel with 404 mid-batch; say "run topology first" up front.
+		if err := topo.RequireExchange(conn, topo.Exchange); err != nil {
 			conn.Close()
-			c <- dialed{nil, err}
+			c <- dialed{nil, cli.Broker(err, topo.ErrMissing)}
 			return
 		}
 		c <- dialed{conn, nil}
@@ -242,23 +244,4 @@ func dialAsync(url string, timeout time.Duration) func() (*amqp.Connection, erro
 		d := <-c
 		return d.conn, d.err
 	})
-}
-
-// checkExchange makes sure eai.claim exists before anything is published:
-// publishing to a missing exchange makes the broker close the channel with
-// 404, which would otherwise surface as a raw channel error mid-batch. The
-// passive declare runs on a channel of its own because a 404 closes it.
-func checkExchange(conn *amqp.Connection) error {
-	ch, err := conn.Channel()
-	if err != nil {
-		return cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
-	}
-	err = ch.ExchangeDeclarePassive(topo.Exchange, amqp.ExchangeDirect, true, false, false, false, nil)
-	if err != nil {
-		if broker.Code(err) == amqp.NotFound {
-			return cli.Exitf(cli.ExitConfig, "exchange %s does not exist in this vhost: run topology first", topo.Exchange)
-		}
-		return cli.Exit(cli.ExitUnavailable, fmt.Errorf("check exchange %s: %w", topo.Exchange, err))
-	}
-	return ch.Close()
 }

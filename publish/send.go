@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"eaimq/internal/confirm"
 	"eaimq/internal/topo"
 )
 
@@ -23,129 +23,57 @@ const (
 	notSent             // never published (the run stopped first)
 )
 
-// errNoConfirm: the broker did not confirm in time, so the outcome of what
-// is outstanding is unknown.
-var errNoConfirm = errors.New("no confirm from the broker in time")
-
 // result is what happened to one claim.
 type result struct {
 	outcome outcome
 	reason  string
 }
 
-// sender publishes claims on one confirming channel with a window of
-// outstanding confirms.
+// send publishes every valid claim through p with at most window confirms
+// outstanding, and fills results (indexed like claims). It returns early
+// when the channel dies or a confirm does not come in time; claims published
+// but not confirmed by then are "unconfirmed", the rest "not sent".
 //
-// Everything happens in one goroutine: publish while the window has room,
-// otherwise wait for a confirm. The client library delivers returns and
-// confirms from its single reader goroutine with blocking sends, so both
-// notify channels are buffered beyond the window: the reader can never block
-// on us, which is the NotifyPublish deadlock the library's issues warn about.
-type sender struct {
-	ch       *amqp.Channel
-	window   int
-	timeout  time.Duration
-	returns  chan amqp.Return
-	confirms chan amqp.Confirmation
-	closed   chan *amqp.Error
-	// returnedIDs counts basic.returns not yet matched to their confirm, by
-	// message_id: a return carries no delivery tag, only the properties.
-	returnedIDs map[string][]string
-	progress    func(done int)
-}
-
-func newSender(conn *amqp.Connection, window int, timeout time.Duration) (*sender, error) {
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, fmt.Errorf("open channel: %w", err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		return nil, fmt.Errorf("enable publisher confirms: %w", err)
-	}
-	s := &sender{
-		ch:          ch,
-		window:      window,
-		timeout:     timeout,
-		returns:     ch.NotifyReturn(make(chan amqp.Return, window+1)),
-		confirms:    ch.NotifyPublish(make(chan amqp.Confirmation, window+1)),
-		closed:      ch.NotifyClose(make(chan *amqp.Error, 1)),
-		returnedIDs: make(map[string][]string),
-	}
-	return s, nil
-}
-
-// send publishes every claim and fills results (indexed like claims).
-// It returns early with an error when the channel dies or a confirm does not
-// come within the timeout; claims published but not confirmed by then are
-// "unconfirmed", the rest "not sent".
-func (s *sender) send(ctx context.Context, claims []claim, results []result) error {
-	inflight := make(map[uint64]int, s.window) // delivery tag → claim index
-	tag := s.ch.GetNextPublishSeqNo()
+// Everything happens in this one goroutine: publish while the window has
+// room, otherwise wait for a confirm.
+func send(ctx context.Context, p *confirm.Publisher, window int, claims []claim, results []result, progress func(int)) error {
+	inflight := make(map[uint64]int, window) // delivery tag → claim index
 	done := 0
-	var runErr error
-
-	finish := func(c amqp.Confirmation) {
-		i, ok := inflight[c.DeliveryTag]
-		if !ok {
-			return
+	await := func() error {
+		o, err := p.Await()
+		if err != nil {
+			return err
 		}
-		delete(inflight, c.DeliveryTag)
-		// The broker sends basic.return before the basic.ack of the same
-		// message, and the library pushes them into our buffered channels
-		// in that order from one goroutine. So every return that belongs
-		// to this confirm is already in s.returns: drain it before judging.
-		s.drainReturns()
+		i := inflight[o.Tag]
+		delete(inflight, o.Tag)
 		switch {
-		case s.takeReturn(claims[i].guid, &results[i]):
-		case c.Ack:
+		case o.Returned != "":
+			results[i] = result{outcome: returned, reason: "unroutable: no queue is bound for eai.claim/claim (basic.return " + o.Returned + "); run topology"}
+		case o.Acked:
 			results[i] = result{outcome: sent}
 		default:
 			results[i] = result{outcome: nacked, reason: "the broker refused it (basic.nack: a queue limit with reject-publish, or a broker error)"}
 		}
 		done++
-		if s.progress != nil {
-			s.progress(done)
-		}
+		progress(done)
+		return nil
 	}
 
-	// await waits for one confirm; false means stop.
-	await := func() bool {
-		timer := time.NewTimer(s.timeout)
-		defer timer.Stop()
-		for {
-			select {
-			case r := <-s.returns:
-				s.returnedIDs[r.MessageId] = append(s.returnedIDs[r.MessageId], fmt.Sprintf("%d %s", r.ReplyCode, r.ReplyText))
-			case c, ok := <-s.confirms:
-				if !ok {
-					runErr = s.closeError()
-					return false
-				}
-				finish(c)
-				return true
-			case <-timer.C:
-				runErr = fmt.Errorf("%w (-timeout %s)", errNoConfirm, s.timeout)
-				return false
-			}
-		}
-	}
-
-	for i := range claims {
+	var runErr error
+	for i, c := range claims {
 		if results[i].outcome != pending {
 			continue
 		}
-		if ctx.Err() != nil {
-			runErr = ctx.Err()
+		if runErr = ctx.Err(); runErr != nil {
 			break
 		}
-		for len(inflight) >= s.window && runErr == nil {
-			await()
+		for len(inflight) >= window && runErr == nil {
+			runErr = await()
 		}
 		if runErr != nil {
 			break
 		}
-		c := claims[i]
-		err := s.ch.PublishWithContext(ctx, topo.Exchange, topo.RoutingKey, true /* mandatory */, false /* immediate */, amqp.Publishing{
+		tag, err := p.Publish(ctx, topo.Exchange, topo.RoutingKey, amqp.Publishing{
 			DeliveryMode: amqp.Persistent, // a durable queue keeps only persistent messages across a restart
 			ContentType:  "application/json",
 			MessageId:    c.guid,
@@ -158,10 +86,9 @@ func (s *sender) send(ctx context.Context, claims []claim, results []result) err
 			break
 		}
 		inflight[tag] = i
-		tag++
 	}
 	for len(inflight) > 0 && runErr == nil {
-		await()
+		runErr = await()
 	}
 	for _, i := range inflight {
 		results[i] = result{outcome: unconfirmed, reason: "published, but no confirm came: it may or may not be queued; publishing it again is safe (the consumer deduplicates by message_id)"}
@@ -173,43 +100,3 @@ func (s *sender) send(ctx context.Context, claims []claim, results []result) err
 	}
 	return runErr
 }
-
-func (s *sender) drainReturns() {
-	for {
-		select {
-		case r := <-s.returns:
-			s.returnedIDs[r.MessageId] = append(s.returnedIDs[r.MessageId], fmt.Sprintf("%d %s", r.ReplyCode, r.ReplyText))
-		default:
-			return
-		}
-	}
-}
-
-// takeReturn matches one pending return of guid to the claim being
-// confirmed: a returned message is acked too, and that ack means nothing.
-func (s *sender) takeReturn(guid string, r *result) bool {
-	rs := s.returnedIDs[guid]
-	if len(rs) == 0 {
-		return false
-	}
-	*r = result{outcome: returned, reason: "unroutable: no queue is bound for eai.claim/claim (basic.return " + rs[0] + "); run topology"}
-	if len(rs) == 1 {
-		delete(s.returnedIDs, guid)
-	} else {
-		s.returnedIDs[guid] = rs[1:]
-	}
-	return true
-}
-
-func (s *sender) closeError() error {
-	select {
-	case e, ok := <-s.closed:
-		if ok && e != nil {
-			return fmt.Errorf("the broker closed the channel: %w", e)
-		}
-	default:
-	}
-	return errors.New("the channel closed while confirms were outstanding")
-}
-
-func (s *sender) close() { s.ch.Close() }

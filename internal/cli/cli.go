@@ -90,3 +90,15 @@ func Report(w io.Writer, program string, err error) {
 	}
 	fmt.Fprintf(w, "%s: %v\n", program, err)
 }
+
+// Broker maps an error from talking to the broker to its exit code: a
+// missing piece of topology is 78, anything else 69.
+func Broker(err error, missing error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, missing) {
+		return Exit(ExitConfig, err)
+	}
+	return Exit(ExitUnavailable, err)
+}

@@ -7,6 +7,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -297,3 +299,22 @@ func ownerGone(owner string) bool {
 var errClosed = errors.New("dedup store closed")
 
 func nowMS() int64 { return time.Now().UnixMilli() }
+
+// Key is the store's key for a message: its message_id, else the guid in its
+// body, else "sha256:" and a hash of the body (a message with neither
+// cannot be deduplicated; the key only files its dead-letter reason).
+// The consumer and the dlq tool both use it, so they find the same record.
+func Key(messageID, guid string, body []byte) string {
+	switch {
+	case messageID != "":
+		return messageID
+	case guid != "":
+		return guid
+	}
+	h := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(h[:12])
+}
+
+// ReasonNoID is the dead-letter reason recorded for a message that has no
+// message_id and no guid.
+const ReasonNoID = "no message_id and no guid in the body"

@@ -3,6 +3,7 @@
 package topo
 
 import (
+	"errors"
 	"fmt"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -134,3 +135,38 @@ type DeclareError struct {
 
 func (e *DeclareError) Error() string { return fmt.Sprintf("declare %s: %v", e.Object, e.Err) }
 func (e *DeclareError) Unwrap() error { return e.Err }
+
+// ErrMissing is wrapped by RequireExchange and RequireQueue when the object
+// does not exist: the programs turn it into "run topology first".
+var ErrMissing = errors.New("run topology first")
+
+// RequireExchange checks that exchange name exists, with a passive declare
+// on a channel of its own (a 404 closes the channel it comes on).
+func RequireExchange(conn *amqp.Connection, name string) error {
+	return require(conn, "exchange", name, func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclarePassive(name, amqp.ExchangeDirect, true, false, false, false, nil)
+	})
+}
+
+// RequireQueue checks that queue name exists, the same way.
+func RequireQueue(conn *amqp.Connection, name string) error {
+	return require(conn, "queue", name, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+		return err
+	})
+}
+
+func require(conn *amqp.Connection, kind, name string, passive func(*amqp.Channel) error) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open channel: %w", err)
+	}
+	if err := passive(ch); err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return fmt.Errorf("%s %s does not exist in this vhost: %w", kind, name, ErrMissing)
+		}
+		return fmt.Errorf("check %s %s: %w", kind, name, err)
+	}
+	return ch.Close()
+}
