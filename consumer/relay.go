@@ -353,7 +353,6 @@ func peekClaim(body []byte) claimPeek {
 	return p
 }
 
-
 // inFlight lets one worker at a time work on a message_id in this process.
 type inFlight struct {
 	mu sync.Mutex

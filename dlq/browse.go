@@ -27,7 +27,6 @@ type dead struct {
 	Known     bool // the store has a record of it
 }
 
-
 // ourReason is what the consumer recorded: why it dead-lettered the claim.
 func (m *dead) ourReason() string {
 	if !m.Known {
