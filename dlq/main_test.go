@@ -10,9 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -242,13 +243,30 @@ func TestBigDLQBoundedMemory(t *testing.T) {
 	cmd.Env = append(os.Environ(), broker.EnvURL+"="+w.vh.URL, store.EnvPath+"="+w.db)
 	var out bytes.Buffer
 	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("dlq list: %v", err)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel's peak RSS of the process since its exec (VmHWM), sampled
+	// until it exits. (wait4's ru_maxrss would also count the test binary
+	// itself, which the child shares memory with between fork and exec.)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var rss int64
+	for done := false; !done; {
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("dlq list: %v", err)
+			}
+			done = true
+		case <-time.After(10 * time.Millisecond):
+			rss = max(rss, peakRSS(cmd.Process.Pid))
+		}
 	}
 	if lines := strings.Count(out.String(), "\n"); lines != n {
 		t.Errorf("listed %d, want %d", lines, n)
 	}
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss / 1024 // KiB → MiB
+	rss /= 1024 // KiB → MiB
 	t.Logf("peak RSS listing %d dead letters (%d MiB of bodies): %d MiB", n, n*2/1024, rss)
 	if rss > 30 {
 		t.Errorf("peak RSS %d MiB: the walk holds messages", rss)
@@ -278,6 +296,21 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2", args, cli.Code(err))
 		}
 	}
+}
+
+// peakRSS is VmHWM of pid in KiB, or 0 once it is gone.
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
 
 func contains(s string, subs ...string) bool {
