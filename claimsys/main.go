@@ -4,6 +4,11 @@
 // Usage:
 //
 //	claimsys [-addr 127.0.0.1:9202] [-delay 0] [-force-status 0] [-flap]
+//	claimsys -stats [-addr 127.0.0.1:9202]
+//
+// -stats asks a running claimsys for its counts and prints one line per
+// claim (guid, calls, 201s, last status) and the totals, for scripts and
+// people without curl and jq.
 //
 // Endpoints:
 //
@@ -18,6 +23,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,6 +32,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"syscall"
 	"time"
 
@@ -48,11 +55,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	delay := fs.Duration("delay", 0, "`delay` before answering each claim")
 	force := fs.Int("force-status", 0, "answer every claim with this `status` (0: the fixture's rules)")
 	flap := fs.Bool("flap", false, "alternate 503 and 201 on every call")
+	stats := fs.Bool("stats", false, "print the counts of the claimsys running at -addr, and exit")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *stats {
+		return printStats(ctx, *addr, stdout)
 	}
 	srv := claimsys.New()
 	ms := int(delay.Milliseconds())
@@ -75,5 +86,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := hs.Shutdown(shut); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	return nil
+}
+
+func printStats(ctx context.Context, addr string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/_stats", nil)
+	if err != nil {
+		return cli.Exit(cli.ExitUsage, err)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return cli.Exit(cli.ExitUnavailable, fmt.Errorf("no claimsys answers at %s: %w", addr, err))
+	}
+	defer resp.Body.Close()
+	var st claimsys.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return fmt.Errorf("read stats from %s: %w", addr, err)
+	}
+	guids := make([]string, 0, len(st.ByGuid))
+	for g := range st.ByGuid {
+		guids = append(guids, g)
+	}
+	sort.Strings(guids)
+	for _, g := range guids {
+		fmt.Fprintf(w, "%s %d %d %d\n", g, st.ByGuid[g], st.Accepted[g], st.LastStatus[g])
+	}
+	fmt.Fprintf(w, "# total %d, max concurrency %d, idempotency-key repeats %d\n", st.Total, st.MaxConcurrency, st.Absorbable)
 	return nil
 }

@@ -53,19 +53,24 @@ type VHost struct {
 	Ctl  rabbitctl.Ctl
 }
 
-// New creates a vhost with a random name, gives the URL's user every
-// permission on it, and deletes it in t.Cleanup.
+// New creates a vhost with a random name on this machine's broker, gives
+// the URL's user every permission on it, and deletes it in t.Cleanup.
 func New(t testing.TB) *VHost {
 	t.Helper()
 	base := os.Getenv(EnvBaseURL)
 	if base == "" {
 		base = "amqp://guest:guest@127.0.0.1:5672/"
 	}
+	return NewOn(t, Ctl(t), base)
+}
+
+// NewOn is New on the node ctl reaches, whose AMQP listener base names.
+func NewOn(t testing.TB, ctl rabbitctl.Ctl, base string) *VHost {
+	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("parse %s: %v", EnvBaseURL, err)
+		t.Fatalf("parse %s: %v", base, err)
 	}
-	ctl := Ctl(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "eaimq-test-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + hex.EncodeToString(b[:])

@@ -33,6 +33,7 @@ type Server struct {
 	byClaimID   map[string]int
 	byStatus    map[int]int
 	accepted    map[string]int // 201s by guid
+	last        map[string]int // last status by guid
 	keysOK      map[string]bool
 	absorbable  int
 	inflight    int
@@ -52,6 +53,7 @@ func (s *Server) reset() {
 	s.byClaimID = map[string]int{}
 	s.byStatus = map[int]int{}
 	s.accepted = map[string]int{}
+	s.last = map[string]int{}
 	s.keysOK = map[string]bool{}
 }
 
@@ -92,6 +94,7 @@ type Stats struct {
 	ByClaimID      map[string]int `json:"by_claim_id"`
 	ByStatus       map[string]int `json:"by_status"`
 	Accepted       map[string]int `json:"accepted_by_guid"`
+	LastStatus     map[string]int `json:"last_status_by_guid"`
 	MaxConcurrency int            `json:"max_concurrency"`
 	// Absorbable counts calls that repeated an Idempotency-Key already
 	// answered 201: a partner honouring the key would not have processed
@@ -111,7 +114,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Total: s.total, ByGuid: map[string]int{}, ByClaimID: map[string]int{}, ByStatus: map[string]int{},
-		Accepted: map[string]int{}, MaxConcurrency: s.maxInflight, Absorbable: s.absorbable}
+		Accepted: map[string]int{}, LastStatus: map[string]int{}, MaxConcurrency: s.maxInflight, Absorbable: s.absorbable}
 	for k, v := range s.byGuid {
 		st.ByGuid[k] = v
 	}
@@ -123,6 +126,9 @@ func (s *Server) Stats() Stats {
 	}
 	for k, v := range s.accepted {
 		st.Accepted[k] = v
+	}
+	for k, v := range s.last {
+		st.LastStatus[k] = v
 	}
 	return st
 }
@@ -211,6 +217,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		s.byGuid[c.Guid]++
 		s.byClaimID[c.ClaimID]++
+		s.last[c.Guid] = status
 	}
 	s.byStatus[status]++
 	switch status {
