@@ -244,3 +244,9 @@ func has(s string, subs ...string) bool {
 	}
 	return true
 }
+
+func newPartnerServer(t testing.TB, p *claimsys.Server) string {
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

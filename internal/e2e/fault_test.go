@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/brokertest"
+	"eaimq/internal/claimsys"
+	"eaimq/internal/rabbitctl"
+	"eaimq/internal/store"
+	"eaimq/internal/topo"
+)
+
+// The fault suite's accounting, after Jepsen's total-queue checker: every
+// claim confirmed to the publisher must end delivered at the partner or in
+// the dead-letter queue (lost = 0), nothing may turn up that was never
+// published (unexpected = 0), and claims the partner accepted more than once
+// are counted as duplicates against each scenario's stated bound.
+
+// tally is one scenario's row.
+type tally struct {
+	scenario                      string
+	claims, lost, unexpected, dup int
+	bound                         string
+	note                          string
+}
+
+var (
+	reportMu sync.Mutex
+	report   []tally
+)
+
+// account drains claim.dead, reads the partner's accepted counts, and
+// computes the row. claim.in must be empty: the scenario runs a consumer
+// to the end first.
+func (w *world) account(scenario string, published []string, boundDup int, bound, note string) tally {
+	w.t.Helper()
+	q := w.vh.Queues(w.t)[topo.Queue]
+	if q.Messages != 0 || q.Unacked != 0 {
+		w.t.Errorf("%s: claim.in still holds %d ready, %d unacked", scenario, q.Messages, q.Unacked)
+	}
+	dead := map[string]bool{}
+	for _, d := range w.vh.Drain(w.t, topo.DeadQueue) {
+		var g struct {
+			Guid string `json:"guid"`
+		}
+		json.Unmarshal(d.Body, &g)
+		dead[store.Key(d.MessageId, g.Guid, d.Body)] = true
+	}
+	accepted := w.partner.Stats().Accepted
+	want := map[string]bool{}
+	for _, id := range published {
+		want[id] = true
+	}
+	row := tally{scenario: scenario, claims: len(want), bound: bound, note: note}
+	for id := range want {
+		if accepted[id] == 0 && !dead[id] {
+			row.lost++
+			w.t.Errorf("%s: LOST %s: confirmed, but neither delivered nor dead-lettered", scenario, id)
+		}
+	}
+	for id, n := range accepted {
+		if !want[id] {
+			row.unexpected++
+			w.t.Errorf("%s: UNEXPECTED %s at the partner", scenario, id)
+		}
+		if n > 1 {
+			row.dup++
+		}
+	}
+	for id := range dead {
+		if !want[id] {
+			row.unexpected++
+			w.t.Errorf("%s: UNEXPECTED %s in the DLQ", scenario, id)
+		}
+	}
+	if row.dup > boundDup {
+		w.t.Errorf("%s: %d duplicates, bound %d", scenario, row.dup, boundDup)
+	}
+	w.t.Logf("| %s | %d | %d | %d | %d | %s | %s |", row.scenario, row.claims, row.lost, row.unexpected, row.dup, row.bound, row.note)
+	reportMu.Lock()
+	report = append(report, row)
+	reportMu.Unlock()
+	return row
+}
+
+// TestMain writes the fault table to $EAIMQ_FAULT_REPORT when set
+// (scripts/faults.sh does, for the README).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if path := os.Getenv("EAIMQ_FAULT_REPORT"); path != "" && len(report) > 0 {
+		var b strings.Builder
+		b.WriteString("| scenario | claims | lost | unexpected | duplicates | bound | notes |\n|---|---:|---:|---:|---:|---|---|\n")
+		for _, r := range report {
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s |\n", r.scenario, r.claims, r.lost, r.unexpected, r.dup, r.bound, r.note)
+		}
+		os.WriteFile(path, []byte(b.String()), 0o644)
+	}
+	os.Exit(code)
+}
+
+// drainWith runs a clean consumer until claim.in is empty and nothing is
+// unacked, then stops it.
+func (w *world) drainWith(args ...string) *proc {
+	w.t.Helper()
+	p := w.start("consumer", append([]string{"--claim", w.url, "--max-seconds", "120"}, args...)...)
+	brokertest.Eventually(w.t, 90*time.Second, "claim.in drained", func() bool {
+		if p.exited() {
+			w.t.Fatalf("consumer exited: %s", p.errb.String())
+		}
+		q := w.vh.Queues(w.t)[topo.Queue]
+		return q.Messages == 0 && q.Unacked == 0
+	})
+	p.stop(w.t)
+	return p
+}
+
+func ms(n int) claimsys.Control { return claimsys.Control{DelayMS: &n} }
+
+// TestFaultConsumerKilled: SIGKILL the consumer three times at random
+// moments while 80 claims go to a 50 ms partner, then a clean run.
+func TestFaultConsumerKilled(t *testing.T) {
+	w := newWorld(t)
+	w.partner.Set(ms(50))
+	published := w.publishFiles(claims("kill", "C-kill", 80, true)...)
+	const prefetch = 5
+	for kill := range 3 {
+		before := len(w.partner.Stats().Accepted)
+		target := before + 5 + rand.IntN(15)
+		p := w.start("consumer", "--claim", w.url, "--max-seconds", "60", "--prefetch", fmt.Sprint(prefetch))
+		brokertest.Eventually(t, 30*time.Second, fmt.Sprintf("kill %d: progress", kill+1), func() bool {
+			return len(w.partner.Stats().Accepted) >= min(target, len(published)) || p.exited()
+		})
+		p.kill()
+	}
+	w.drainWith()
+	st := w.partner.Stats()
+	w.account("consumer SIGKILLed 3x, then a clean run", published, 3*prefetch, "≤ 3 kills × prefetch 5 = 15",
+		fmt.Sprintf("Idempotency-Key would absorb %d", st.Absorbable))
+}
+
+// TestFaultPartnerDown: nothing listens at the claim URL for the whole
+// run: every claim is tried twice and then dead-lettered.
+func TestFaultPartnerDown(t *testing.T) {
+	w := newWorld(t)
+	w.url = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	published := w.publishFiles(claims("down", "C-down", 20, true)...)
+	w.drainWith()
+	st, err := store.Open(w.db, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, id := range published {
+		rec, _, _ := st.Get(context.Background(), id)
+		if rec.State != "dead" || rec.Attempts != 2 || rec.LastError != "connection refused" {
+			t.Errorf("%s: %+v, want dead after 2 refused calls", id, rec)
+		}
+	}
+	w.account("partner down (connection refused)", published, 0, "0", "each tried twice, then DLQ")
+}
+
+// TestFaultPartnerFlapping: the partner alternates 503 and 201 on every
+// call. Each claim is delivered once or dead-lettered with its reason.
+func TestFaultPartnerFlapping(t *testing.T) {
+	w := newWorld(t)
+	on := true
+	w.partner.Set(claimsys.Control{Flap: &on})
+	published := w.publishFiles(claims("flap", "C-flap", 40, true)...)
+	w.drainWith()
+	accepted := len(w.partner.Stats().Accepted)
+	w.account("partner flapping 503/201", published, 0, "0",
+		fmt.Sprintf("%d delivered once, %d dead-lettered after 2 tries", accepted, len(published)-accepted))
+}
+
+// TestFaultPartnerSlowerThanTimeout: the partner answers after 1.5 s, the
+// consumer gives up after 300 ms: transient, twice, then DLQ; no hang, and
+// the deadline is kept.
+func TestFaultPartnerSlowerThanTimeout(t *testing.T) {
+	w := newWorld(t)
+	w.partner.Set(ms(1500))
+	published := w.publishFiles(claims("slow", "C-slow", 6, true)...)
+	r := w.run("consumer", "--claim", w.url, "--max-seconds", "3", "--http-timeout", "300ms")
+	if r.code != 0 || r.took > 3*time.Second+300*time.Millisecond+2*time.Second {
+		t.Errorf("consumer: exit %d after %s (--max-seconds 3)", r.code, r.took)
+	}
+	if !strings.Contains(r.stderr, "timeout after 300ms") {
+		t.Errorf("no timeout in the log:\n%s", r.stderr)
+	}
+	w.account("partner slower than --http-timeout", published, 0, "0", fmt.Sprintf("run took %.1fs of 3s", r.took.Seconds()))
+}
+
+// TestFaultBadMessages: another producer's messages, published raw.
+func TestFaultBadMessages(t *testing.T) {
+	w := newWorld(t)
+	huge := []byte(`{"guid":"raw-huge","claimId":"C-H","docs":["r.pdf"],"pad":"` + strings.Repeat("x", 1<<20) + `"}`)
+	msgs := []amqp.Publishing{
+		{Body: brokertest.Claim("raw-noid", "C-N", "r.pdf")},                       // no message_id: the guid serves
+		{Body: []byte(`{"claimId":"C-anon","docs":["r.pdf"]}`)},                    // no id at all: DLQ
+		{MessageId: "raw-text", ContentType: "text/plain", Body: []byte("hello")}, // not JSON: the partner's 400
+		{MessageId: "raw-huge", Body: huge},
+	}
+	w.vh.Publish(t, msgs...)
+	var published []string
+	for _, m := range msgs {
+		var g struct {
+			Guid string `json:"guid"`
+		}
+		json.Unmarshal(m.Body, &g)
+		published = append(published, store.Key(m.MessageId, g.Guid, m.Body))
+	}
+	p := w.drainWith()
+	if !strings.Contains(p.errb.String(), store.ReasonNoID) {
+		t.Errorf("no reason logged for the id-less message")
+	}
+	w.account("bad messages (no id, not JSON, 1 MiB)", published, 0, "0", "")
+}
+
+// TestFaultTwoConsumersOneStore: two consumer processes share one
+// EAI_MQ_DB; a guid published ten times is POSTed once.
+func TestFaultTwoConsumersOneStore(t *testing.T) {
+	w := newWorld(t)
+	w.partner.Set(ms(100))
+	dup := brokertest.Claim("twin-shared", "C-twin", "r.pdf")
+	var batch [][]byte
+	for range 10 {
+		batch = append(batch, dup)
+	}
+	batch = append(batch, claims("twin", "C-twin", 20, true)...)
+	published := w.publishFiles(batch...)
+	a := w.start("consumer", "--claim", w.url, "--max-seconds", "60")
+	w.drainWith()
+	a.stop(t)
+	if n := w.partner.Stats().ByGuid["twin-shared"]; n != 1 {
+		t.Errorf("twin-shared POSTed %d times by two consumers, want 1", n)
+	}
+	w.account("two consumers, one EAI_MQ_DB, a guid sent 10x", published, 0, "0", "")
+}
+
+// TestFaultBrokerRestarted restarts a private broker node (its own node
+// name, AMQP and distribution ports, data directory) under the consumer,
+// so that no test disturbs the machine's shared broker.
+func TestFaultBrokerRestarted(t *testing.T) {
+	node, port := "eaimqfault@localhost", 5698
+	_, file, _, _ := runtime.Caller(0)
+	mqUp := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "mq-up.sh")
+	up := func() {
+		cmd := exec.Command("bash", mqUp)
+		cmd.Env = append(os.Environ(), "EAIMQ_NODE="+node, fmt.Sprintf("EAIMQ_AMQP_PORT=%d", port),
+			"EAIMQ_STATUS_FILE="+filepath.Join(t.TempDir(), "status.txt"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("start private node: %v\n%s", err, out)
+		}
+	}
+	ctl := rabbitctl.Ctl{Node: node}
+	stop := func() {
+		if _, err := ctl.Run(context.Background(), "stop"); err != nil {
+			t.Logf("stop private node: %v", err)
+		}
+	}
+	up()
+	t.Cleanup(stop) // registered first, so it runs after the vhost is deleted
+
+	w := &world{t: t, vh: brokertest.NewOn(t, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port)),
+		db: filepath.Join(t.TempDir(), "processed.db"), bin: installed(t), partner: claimsys.New()}
+	srv := newPartnerServer(t, w.partner)
+	w.url = srv
+	if r := w.run("topology"); r.code != 0 {
+		t.Fatalf("topology: %s", r.stderr)
+	}
+	w.partner.Set(ms(20))
+	published := w.publishFiles(claims("restart", "C-rs", 100, true)...)
+	p := w.start("consumer", "--claim", w.url, "--max-seconds", "120")
+	brokertest.Eventually(t, 30*time.Second, "a quarter delivered", func() bool { return len(w.partner.Stats().Accepted) >= 25 })
+	stop()
+	up()
+	brokertest.Eventually(t, 90*time.Second, "all delivered after the restart", func() bool {
+		if p.exited() {
+			t.Fatalf("consumer exited: %s", p.errb.String())
+		}
+		q := w.vh.Queues(t)[topo.Queue]
+		return len(w.partner.Stats().Accepted) == len(published) && q.Messages == 0 && q.Unacked == 0
+	})
+	p.stop(t)
+	if !strings.Contains(p.errb.String(), "reconnected") {
+		t.Errorf("no reconnect in the consumer's log:\n%s", p.errb.String())
+	}
+	w.account("broker node restarted mid-run (private node)", published, 0, "0",
+		"redelivered copies met the record")
+}

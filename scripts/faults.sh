@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# faults.sh: the fault suite alone, with its results table (for the README).
+#
+#   scripts/faults.sh            prints the table; scripts/test.sh runs it too
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top"
+scripts/mq-up.sh >/dev/null
+report=$(mktemp)
+trap 'rm -f "$report"' EXIT
+EAIMQ_FAULT_REPORT=$report go test -count=1 -run 'Fault' ./internal/e2e
+cat "$report"
