@@ -207,8 +207,8 @@ func TestFaultBadMessages(t *testing.T) {
 	w := newWorld(t)
 	huge := []byte(`{"guid":"raw-huge","claimId":"C-H","docs":["r.pdf"],"pad":"` + strings.Repeat("x", 1<<20) + `"}`)
 	msgs := []amqp.Publishing{
-		{Body: brokertest.Claim("raw-noid", "C-N", "r.pdf")},                       // no message_id: the guid serves
-		{Body: []byte(`{"claimId":"C-anon","docs":["r.pdf"]}`)},                    // no id at all: DLQ
+		{Body: brokertest.Claim("raw-noid", "C-N", "r.pdf")},                      // no message_id: the guid serves
+		{Body: []byte(`{"claimId":"C-anon","docs":["r.pdf"]}`)},                   // no id at all: DLQ
 		{MessageId: "raw-text", ContentType: "text/plain", Body: []byte("hello")}, // not JSON: the partner's 400
 		{MessageId: "raw-huge", Body: huge},
 	}
