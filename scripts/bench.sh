@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# bench.sh: the benchmarks behind the README's figures. Each compares with a
+# ceiling measured in the same run on the same broker and reports a ratio.
+#
+#   scripts/bench.sh             (about two minutes)
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top"
+scripts/mq-up.sh >/dev/null
+go test -run '^$' -bench 'PublishVsBare' -benchtime 5x ./publish
+go test -run '^$' -bench 'PublishProcess' -benchtime 50x ./publish
+go test -run '^$' -bench 'ConsumerInstantPartner' -benchtime 3x ./consumer
+go test -run '^$' -bench 'ConsumerSlowPartner' -benchtime 3x ./consumer
+go test -run '^$' -bench 'BeginFinish' -benchtime 3000x ./internal/store
