@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -37,7 +39,29 @@ func TestValidate(t *testing.T) {
 }
 
 func TestReadClaimDirectory(t *testing.T) {
-	if c := readClaim(t.TempDir(), nil, 100); c.err == nil || !strings.Contains(c.err.Error(), "directory") {
+	scratch := make([]byte, 16)
+	if c := readClaim(t.TempDir(), nil, 100, &scratch); c.err == nil || !strings.Contains(c.err.Error(), "directory") {
 		t.Errorf("a directory: err %v", c.err)
+	}
+}
+
+func TestReadFileLimitsAndGrows(t *testing.T) {
+	dir := t.TempDir()
+	body := strings.Repeat("y", 100)
+	p := dir + "/c.json"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scratch := make([]byte, 7) // smaller than the file: must grow
+	got, err := readFile(p, 1000, &scratch)
+	if err != nil || string(got) != body {
+		t.Fatalf("readFile: %q %v", got, err)
+	}
+	got, err = readFile(p, 51, &scratch)
+	if err != nil || len(got) != 51 {
+		t.Fatalf("limit 51: read %d, %v", len(got), err)
+	}
+	if _, err := readFile(dir+"/missing", 10, &scratch); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
 	}
 }
