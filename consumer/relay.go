@@ -117,13 +117,13 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 		conn.Close()
 		return nil, nil, nil, cli.Exit(code, err)
 	}
-	if err := topo.RequireQueue(conn, topo.Queue); err != nil {
+	ch, err := conn.Channel()
+	if err == nil {
+		err = topo.RequireQueue(ch, topo.Queue)
+	}
+	if err != nil {
 		conn.Close()
 		return nil, nil, nil, cli.Broker(err, topo.ErrMissing)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		return fail(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
 	}
 	if err := ch.Qos(r.prefetch, 0, false /* per consumer */); err != nil {
 		return fail(cli.ExitUnavailable, fmt.Errorf("basic.qos: %w", err))

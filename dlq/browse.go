@@ -83,12 +83,12 @@ type browser struct {
 }
 
 func newBrowser(conn *amqp.Connection, st *store.Store) (*browser, error) {
-	if err := topo.RequireQueue(conn, topo.DeadQueue); err != nil {
-		return nil, cli.Broker(err, topo.ErrMissing)
-	}
 	ch, err := conn.Channel()
+	if err == nil {
+		err = topo.RequireQueue(ch, topo.DeadQueue)
+	}
 	if err != nil {
-		return nil, cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
+		return nil, cli.Broker(err, topo.ErrMissing)
 	}
 	return &browser{ch: ch, store: st}, nil
 }

@@ -33,10 +33,14 @@ var afterConfirm func() error
 // the claim; publish first and a crash before the ack leaves a duplicate,
 // which the consumer's dedup record absorbs.
 func replay(ctx context.Context, conn *amqp.Connection, b *browser, o *options, stdout, stderr io.Writer) error {
-	if err := topo.RequireExchange(conn, topo.Exchange); err != nil {
+	ch, err := conn.Channel()
+	if err == nil {
+		err = topo.RequireExchange(ch, topo.Exchange)
+	}
+	if err != nil {
 		return cli.Broker(err, topo.ErrMissing)
 	}
-	p, err := confirm.New(conn, replayWindow, 10*time.Second)
+	p, err := confirm.New(ch, replayWindow, 10*time.Second)
 	if err != nil {
 		return cli.Exit(cli.ExitUnavailable, err)
 	}

@@ -145,10 +145,10 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 	// Connect while the files are read: the AMQP handshake is a few round
 	// trips of idle waiting, and reading a large batch is mostly syscalls.
 	// Nothing is published before every file has been validated.
-	connection := dialAsync(broker.URL(getenv), o.timeout)
+	connection := dialAsync(broker.URL(getenv), o.window, o.timeout)
 	defer func() {
-		if conn, err := connection(); err == nil {
-			conn.Close()
+		if d, err := connection(); err == nil {
+			d.conn.Close()
 		}
 	}()
 
@@ -173,14 +173,11 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 		return cli.Exitf(cli.ExitDataErr, "no valid claim to publish")
 	}
 
-	conn, err := connection()
+	d, err := connection()
 	if err != nil {
 		return err
 	}
-	p, err := confirm.New(conn, o.window, o.timeout)
-	if err != nil {
-		return cli.Exit(cli.ExitUnavailable, err)
-	}
+	p := d.p
 	defer p.Close()
 	prog := newProgress(stderr, o.progress, len(files)-invalid)
 	sendErr := send(ctx, p, o.window, claims, results, prog.update)
@@ -216,32 +213,44 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 	return nil
 }
 
+// dialed is a connection with its confirming publisher, or why there is none.
+type dialed struct {
+	conn *amqp.Connection
+	p    *confirm.Publisher
+	err  error
+}
+
 // dialAsync starts connecting (and checking the exchange) at once and
 // returns a function that waits for the outcome; it may be called any number
 // of times.
-func dialAsync(url string, timeout time.Duration) func() (*amqp.Connection, error) {
-	type dialed struct {
-		conn *amqp.Connection
-		err  error
-	}
+func dialAsync(url string, window int, timeout time.Duration) func() (*dialed, error) {
 	c := make(chan dialed, 1)
 	go func() {
 		conn, err := broker.Dial(url, "publish", timeout)
 		if err != nil {
-			c <- dialed{nil, cli.Exit(cli.ExitUnavailable, err)}
+			c <- dialed{err: cli.Exit(cli.ExitUnavailable, err)}
 			return
 		}
 		// Publishing to a missing exchange makes the broker close the
-		// channel with 404 mid-batch; say "run topology first" up front.
-		if err := topo.RequireExchange(conn, topo.Exchange); err != nil {
+		// channel with 404 mid-batch; say "run topology first" up front, on
+		// the channel that will publish (one round trip less).
+		ch, err := conn.Channel()
+		if err == nil {
+			err = topo.RequireExchange(ch, topo.Exchange)
+		}
+		var p *confirm.Publisher
+		if err == nil {
+			p, err = confirm.New(ch, window, timeout)
+		}
+		if err != nil {
 			conn.Close()
-			c <- dialed{nil, cli.Broker(err, topo.ErrMissing)}
+			c <- dialed{err: cli.Broker(err, topo.ErrMissing)}
 			return
 		}
-		c <- dialed{conn, nil}
+		c <- dialed{conn, p, nil}
 	}()
-	return sync.OnceValues(func() (*amqp.Connection, error) {
+	return sync.OnceValues(func() (*dialed, error) {
 		d := <-c
-		return d.conn, d.err
+		return &d, d.err
 	})
 }

@@ -85,7 +85,7 @@ bin/publish "$work/good-1.json"
 step "consumer for ${seconds}s"
 bin/consumer --claim "http://127.0.0.1:$port" --max-seconds "$seconds" 2>"$work/consumer.log"
 echo "(one log line per claim in the consumer's stderr; last lines:)"
-tail -n 4 "$work/consumer.log" | cut -c1-200
+tail -n 3 "$work/consumer.log" | cut -c1-160
 
 step "report"
 bin/claimsys -stats -addr "127.0.0.1:$port" >"$work/stats.txt"

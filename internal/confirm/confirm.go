@@ -35,13 +35,9 @@ type Publisher struct {
 	next     uint64
 }
 
-// New opens a confirming channel on conn for up to window outstanding
-// confirms; Await waits at most timeout for each.
-func New(conn *amqp.Connection, window int, timeout time.Duration) (*Publisher, error) {
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, fmt.Errorf("open channel: %w", err)
-	}
+// New puts ch in confirm mode for up to window outstanding confirms; Await
+// waits at most timeout for each. The Publisher owns ch from then on.
+func New(ch *amqp.Channel, window int, timeout time.Duration) (*Publisher, error) {
 	if err := ch.Confirm(false); err != nil {
 		ch.Close()
 		return nil, fmt.Errorf("enable publisher confirms: %w", err)

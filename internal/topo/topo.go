@@ -140,33 +140,26 @@ func (e *DeclareError) Unwrap() error { return e.Err }
 // does not exist: the programs turn it into "run topology first".
 var ErrMissing = errors.New("run topology first")
 
-// RequireExchange checks that exchange name exists, with a passive declare
-// on a channel of its own (a 404 closes the channel it comes on).
-func RequireExchange(conn *amqp.Connection, name string) error {
-	return require(conn, "exchange", name, func(ch *amqp.Channel) error {
-		return ch.ExchangeDeclarePassive(name, amqp.ExchangeDirect, true, false, false, false, nil)
-	})
+// RequireExchange checks with a passive declare on ch that exchange name
+// exists. When it does not, the broker has closed ch (404) and the error
+// wraps ErrMissing; otherwise ch is ready for use.
+func RequireExchange(ch *amqp.Channel, name string) error {
+	return require("exchange", name, ch.ExchangeDeclarePassive(name, amqp.ExchangeDirect, true, false, false, false, nil))
 }
 
-// RequireQueue checks that queue name exists, the same way.
-func RequireQueue(conn *amqp.Connection, name string) error {
-	return require(conn, "queue", name, func(ch *amqp.Channel) error {
-		_, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
-		return err
-	})
+// RequireQueue is RequireExchange for a queue.
+func RequireQueue(ch *amqp.Channel, name string) error {
+	_, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+	return require("queue", name, err)
 }
 
-func require(conn *amqp.Connection, kind, name string, passive func(*amqp.Channel) error) error {
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("open channel: %w", err)
+func require(kind, name string, err error) error {
+	if err == nil {
+		return nil
 	}
-	if err := passive(ch); err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return fmt.Errorf("%s %s does not exist in this vhost: %w", kind, name, ErrMissing)
-		}
-		return fmt.Errorf("check %s %s: %w", kind, name, err)
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+		return fmt.Errorf("%s %s does not exist in this vhost: %w", kind, name, ErrMissing)
 	}
-	return ch.Close()
+	return fmt.Errorf("check %s %s: %w", kind, name, err)
 }
