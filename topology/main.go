@@ -118,12 +118,12 @@ func explain(err error, vhost string) error {
 	}
 	switch broker.Code(err) {
 	case 406:
-		return cli.Exitf(cli.ExitConfig, "%s already exists in vhost %q with other properties: %s\n"+
+		return cli.Exitf(cli.ExitConfig, "%s %s already exists in vhost %q with other properties: %s\n"+
 			"  wanted: %s\n"+
-			"  remedy: an existing queue or exchange cannot be changed in place. If it is empty, delete it\n"+
-			"          (rabbitmqctl -p %s delete_queue NAME, or delete_exchange) and run topology again;\n"+
-			"          if it holds claims, move them out first (a shovel), since deleting a queue deletes its messages",
-			de.Object, vhost, broker.Reason(err), de.Object, vhost)
+			"  remedy: an existing %s cannot be changed in place. If it is empty, delete it\n"+
+			"          (rabbitmqctl -p %s delete_%s %s) and run topology again; if it holds\n"+
+			"          claims, move them out first (a shovel): deleting a queue deletes its messages",
+			de.Kind, de.Name, vhost, broker.Reason(err), de.Object, de.Kind, vhost, de.Kind, de.Name)
 	case 403:
 		return cli.Exitf(cli.ExitConfig, "%s: access refused in vhost %q: %s (the user needs configure permission)", de.Object, vhost, broker.Reason(err))
 	}

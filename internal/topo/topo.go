@@ -111,17 +111,17 @@ func Declare(conn *amqp.Connection) error {
 	defer ch.Close()
 	for _, s := range Exchanges {
 		if err := DeclareExchange(ch, s); err != nil {
-			return &DeclareError{Object: s.String(), Err: err}
+			return &DeclareError{Kind: "exchange", Name: s.Name, Object: s.String(), Err: err}
 		}
 	}
 	for _, s := range Queues {
 		if err := DeclareQueue(ch, s); err != nil {
-			return &DeclareError{Object: s.String(), Err: err}
+			return &DeclareError{Kind: "queue", Name: s.Name, Object: s.String(), Err: err}
 		}
 	}
 	for _, s := range Bindings {
 		if err := DeclareBinding(ch, s); err != nil {
-			return &DeclareError{Object: s.String(), Err: err}
+			return &DeclareError{Kind: "binding", Name: s.Queue, Object: s.String(), Err: err}
 		}
 	}
 	return nil
@@ -129,7 +129,9 @@ func Declare(conn *amqp.Connection) error {
 
 // DeclareError names the object whose declaration failed.
 type DeclareError struct {
-	Object string
+	Kind   string // exchange, queue or binding
+	Name   string
+	Object string // the object as the contract wants it
 	Err    error
 }
 
