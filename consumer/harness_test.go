@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,7 +47,7 @@ type consumer struct {
 	done   chan struct{}
 	code   int
 	stdout bytes.Buffer
-	stderr syncBuffer
+	stderr brokertest.Buffer
 }
 
 // start runs the consumer with args (besides --claim) until stopped.
@@ -116,39 +114,12 @@ func (h *harness) calls(guid string) int { return h.partner.Stats().ByGuid[guid]
 
 func (h *harness) totalCalls() int { return h.partner.Stats().Total }
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func guids(prefix string, n int) []string {
 	var out []string
 	for i := range n {
 		out = append(out, fmt.Sprintf("%s-%03d", prefix, i))
 	}
 	return out
-}
-
-func contains(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }
 
 func claimsysDelay(ms int) claimsys.Control { return claimsys.Control{DelayMS: &ms} }

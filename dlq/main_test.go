@@ -119,7 +119,7 @@ func TestListShowsReasonsAndKeepsAll(t *testing.T) {
 		t.Errorf("table:\n%s", out)
 	}
 	code, out, _ = w.dlq("show", "busy-1")
-	if code != 0 || !contains(out, "message_id:    busy-1", "x-death", "status=503", "action=dead", `"claimId":"BUSY-1"`) {
+	if code != 0 || !brokertest.ContainsAll(out, "message_id:    busy-1", "x-death", "status=503", "action=dead", `"claimId":"BUSY-1"`) {
 		t.Errorf("show:\n%s", out)
 	}
 	if code, _, _ := w.dlq("-status", "422", "list"); code != 0 {
@@ -311,13 +311,4 @@ func peakRSS(pid int) int64 {
 		}
 	}
 	return 0
-}
-
-func contains(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,7 +109,7 @@ func (w *world) run(name string, args ...string) result {
 type proc struct {
 	cmd  *exec.Cmd
 	out  bytes.Buffer
-	errb syncBuffer
+	errb brokertest.Buffer
 	done chan struct{}
 }
 
@@ -217,32 +216,6 @@ func getStats(t testing.TB, base string) claimsys.Stats {
 		t.Fatal(err)
 	}
 	return st
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func has(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }
 
 func newPartnerServer(t testing.TB, p *claimsys.Server) string {
