@@ -272,3 +272,34 @@ func TestTwoConsumersOneStore(t *testing.T) {
 		t.Errorf("POSTed %d times by two consumers, want 1", n)
 	}
 }
+
+// TestSecondSignalExitsAtOnce: a stop (first signal) waits for the calls
+// in flight; a second one abandons them at once, with exit 130, and every
+// unacked claim goes back to claim.in.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.partner.Set(claimsysDelay(3000))
+	var claims [][]byte
+	for _, g := range guids("sig", 5) {
+		claims = append(claims, brokertest.Claim(g, "C-"+g, "r.pdf"))
+	}
+	h.vh.PublishClaims(t, claims...)
+	c := h.start()
+	brokertest.Eventually(t, 10*time.Second, "calls in flight", func() bool { return h.partner.Stats().MaxConcurrency >= 1 })
+	c.stop()
+	c.kill()
+	start := time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the second signal did not end the run within 2s (the partner takes 3s)")
+	}
+	if c.code != exitForced {
+		t.Errorf("exit %d, want %d", c.code, exitForced)
+	}
+	t.Logf("exited %s after the second signal", time.Since(start).Round(time.Millisecond))
+	brokertest.Eventually(t, 10*time.Second, "all five back in claim.in", func() bool {
+		q := h.vh.Queues(t)[topo.Queue]
+		return q.Messages == 5 && q.Unacked == 0
+	})
+}
