@@ -22,13 +22,15 @@ for p in topology publish consumer brokerstatus dlq; do
 	install -m 0755 "$tmp/$p" "$dest/$p"
 done
 mode=${EAIMQ_PY_NAMES:-auto}
+# The system's python3 starts fastest (a pyenv shim adds a bash and more).
+py=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3 || true)
 if [ "$mode" = auto ]; then
-	if command -v python3 >/dev/null; then mode=shim; else mode=binary; fi
+	if [ -n "$py" ]; then mode=shim; else mode=binary; fi
 fi
 for p in topology publish consumer; do
 	if [ "$mode" = shim ]; then
 		cat >"$dest/$p.py.tmp" <<PY
-#!/usr/bin/env python3
+#!$py
 # eaimq: the lab's $p.py, replaced by the Go program $p beside this file.
 import os, sys
 exe = os.path.join(os.path.dirname(os.path.realpath(__file__)), "$p")

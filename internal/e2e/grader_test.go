@@ -74,8 +74,15 @@ func TestGraderView(t *testing.T) {
 		t.Errorf("publish.py broken.json: exit %d, want 65", r.code)
 	}
 
-	// python3 consumer.py ..., as the lab's grader calls a script.
-	cmd := exec.Command("python3", filepath.Join(w.bin, "consumer.py"), "--claim", base, "--max-seconds", "4")
+	// python3 consumer.py ..., as the lab's grader may call a script; on a
+	// machine without python3, install.sh made consumer.py the binary
+	// itself, and it runs by path.
+	cmd := exec.Command(filepath.Join(w.bin, "consumer.py"), "--claim", base, "--max-seconds", "4")
+	if py, err := exec.LookPath("python3"); err == nil {
+		cmd = exec.Command(py, filepath.Join(w.bin, "consumer.py"), "--claim", base, "--max-seconds", "4")
+	} else {
+		t.Logf("no python3 here: consumer.py runs by path")
+	}
 	cmd.Env = w.env()
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
