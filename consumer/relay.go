@@ -182,6 +182,11 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 				// is closing; start over.
 				return errors.New("the broker ended the consumer (was claim.in deleted?)")
 			}
+			if soft.Err() != nil {
+				// The run ended while this delivery arrived (select picks
+				// at random among ready cases): do not start a new call.
+				return drain()
+			}
 			inflight.Add(1)
 			select {
 			case work <- job{d: d, done: inflight.Done}:

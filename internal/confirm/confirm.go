@@ -65,9 +65,6 @@ func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg amqp.
 	return tag, nil
 }
 
-// Outstanding is the number of messages published and not yet confirmed.
-func (p *Publisher) Outstanding() int { return len(p.ids) }
-
 // Outcome is the broker's word on one message.
 type Outcome struct {
 	Tag      uint64
@@ -94,15 +91,6 @@ func (p *Publisher) Await() (Outcome, error) {
 			return Outcome{}, fmt.Errorf("%w (%s)", ErrTimeout, p.timeout)
 		}
 	}
-}
-
-// Unconfirmed returns the tags still waiting for a confirm.
-func (p *Publisher) Unconfirmed() []uint64 {
-	tags := make([]uint64, 0, len(p.ids))
-	for t := range p.ids {
-		tags = append(tags, t)
-	}
-	return tags
 }
 
 func (p *Publisher) judge(c amqp.Confirmation) Outcome {
