@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -110,6 +111,12 @@ func (s *Store) syncWAL() error {
 		f, err := os.Open(s.path + "-wal")
 		if err != nil {
 			return fmt.Errorf("open WAL for fsync: %w", err)
+		}
+		// The WAL file may be new: make its directory entry durable too,
+		// once, or a power cut could take the whole file with it.
+		if d, err := os.Open(filepath.Dir(s.path)); err == nil {
+			d.Sync()
+			d.Close()
 		}
 		s.wal = f
 	}
