@@ -92,7 +92,7 @@ func (r *relay) run(soft context.Context) error {
 		}
 		first, backoff = false, 100*time.Millisecond
 		err = r.session(soft, conn, ch, deliveries, work)
-		conn.Close()
+		broker.Close(conn)
 		if errors.Is(err, errStop) {
 			return nil
 		}
@@ -114,7 +114,7 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 		return nil, nil, nil, cli.Exit(cli.ExitUnavailable, err)
 	}
 	fail := func(code int, err error) (*amqp.Connection, *amqp.Channel, <-chan amqp.Delivery, error) {
-		conn.Close()
+		broker.Close(conn)
 		return nil, nil, nil, cli.Exit(code, err)
 	}
 	ch, err := conn.Channel()
@@ -122,7 +122,7 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 		err = topo.RequireQueue(ch, topo.Queue)
 	}
 	if err != nil {
-		conn.Close()
+		broker.Close(conn)
 		return nil, nil, nil, cli.Broker(err, topo.ErrMissing)
 	}
 	if err := ch.Qos(r.prefetch, 0, false /* per consumer */); err != nil {

@@ -142,6 +142,3 @@ func (b *browser) describe(ctx context.Context, d amqp.Delivery) *dead {
 	}
 	return m
 }
-
-// close gives every message not acked back to claim.dead.
-func (b *browser) close() { b.ch.Close() }

@@ -180,14 +180,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return cli.Exit(cli.ExitUnavailable, err)
 	}
-	defer conn.Close()
+	defer broker.Close(conn)
 	b, err := newBrowser(conn, st)
 	if err != nil {
 		return err
 	}
-	// Whatever happens, closing the browsing channel returns every message
-	// not acked to claim.dead.
-	defer b.close()
+	// Whatever happens, closing the connection (or dying) returns every
+	// message not acked to claim.dead.
 
 	switch cmd {
 	case "list":

@@ -44,7 +44,6 @@ func replay(ctx context.Context, conn *amqp.Connection, b *browser, o *options, 
 	if err != nil {
 		return cli.Exit(cli.ExitUnavailable, err)
 	}
-	defer p.Close()
 
 	var replayed, skipped, refused int
 	var batch []*dead

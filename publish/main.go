@@ -148,7 +148,7 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 	connection := dialAsync(broker.URL(getenv), o.window, o.timeout)
 	defer func() {
 		if d, err := connection(); err == nil {
-			d.conn.Close()
+			broker.Close(d.conn)
 		}
 	}()
 
@@ -178,7 +178,6 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 		return err
 	}
 	p := d.p
-	defer p.Close()
 	prog := newProgress(stderr, o.progress, len(files)-invalid)
 	sendErr := send(ctx, p, o.window, claims, results, prog.update)
 	prog.finish()
@@ -200,6 +199,9 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 	case errors.Is(sendErr, context.Canceled):
 		return cli.Exitf(cli.ExitTempFail, "interrupted: %d claim(s) not confirmed", n[unconfirmed]+n[notSent])
 	case errors.Is(sendErr, confirm.ErrTimeout):
+		if why := d.blockedReason(); why != "" {
+			sendErr = fmt.Errorf("%w: the broker is blocking publishers (%s): a memory or disk alarm; brokerstatus shows it", sendErr, why)
+		}
 		return cli.Exit(cli.ExitTempFail, sendErr)
 	case sendErr != nil:
 		return cli.Exit(cli.ExitUnavailable, sendErr)
@@ -215,9 +217,27 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 
 // dialed is a connection with its confirming publisher, or why there is none.
 type dialed struct {
-	conn *amqp.Connection
-	p    *confirm.Publisher
-	err  error
+	conn    *amqp.Connection
+	p       *confirm.Publisher
+	blocked chan amqp.Blocking
+	err     error
+}
+
+// blockedReason says why the broker blocks this connection, if it does.
+func (d *dialed) blockedReason() string {
+	why := ""
+	for {
+		select {
+		case b := <-d.blocked:
+			why = ""
+			if b.Active {
+				why = b.Reason
+			}
+			continue
+		default:
+		}
+		return why
+	}
 }
 
 // dialAsync starts connecting (and checking the exchange) at once and
@@ -243,11 +263,14 @@ func dialAsync(url string, window int, timeout time.Duration) func() (*dialed, e
 			p, err = confirm.New(ch, window, timeout)
 		}
 		if err != nil {
-			conn.Close()
+			broker.Close(conn)
 			c <- dialed{err: cli.Broker(err, topo.ErrMissing)}
 			return
 		}
-		c <- dialed{conn, p, nil}
+		// A broker under a memory or disk alarm stops reading from
+		// publishers; its connection.blocked says why the confirm is late.
+		blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 64))
+		c <- dialed{conn: conn, p: p, blocked: blocked}
 	}()
 	return sync.OnceValues(func() (*dialed, error) {
 		d := <-c

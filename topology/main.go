@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return cli.Exit(cli.ExitUnavailable, err)
 	}
-	defer conn.Close()
+	defer broker.Close(conn)
 
 	if *check {
 		return runCheck(ctx, conn, raw, vhost, stdout)

@@ -128,3 +128,13 @@ func IsLocal(raw string) bool {
 	}
 	return false
 }
+
+// Close closes conn, waiting at most two seconds for the broker's
+// close-ok: a broker that blocked the connection (a memory or disk alarm)
+// never answers, and a program must not hang at exit. Channels close with
+// their connection, and with them every unacked delivery goes back.
+func Close(conn *amqp.Connection) {
+	if conn != nil && !conn.IsClosed() {
+		conn.CloseDeadline(time.Now().Add(2 * time.Second))
+	}
+}

@@ -139,6 +139,3 @@ func (p *Publisher) closeError() error {
 	}
 	return errors.New("the channel closed while confirms were outstanding")
 }
-
-// Close closes the channel.
-func (p *Publisher) Close() error { return p.ch.Close() }

@@ -258,30 +258,38 @@ func TestFaultTwoConsumersOneStore(t *testing.T) {
 	w.account("two consumers, one EAI_MQ_DB, a guid sent 10x", published, 0, "0", "")
 }
 
+// privateNode starts a broker node of the test's own (its own node name,
+// AMQP and distribution ports, and data directory) with scripts/mq-up.sh,
+// and stops it when the test ends, so that no test disturbs the machine's
+// shared broker. up starts it (again); stop stops it.
+func privateNode(t *testing.T, node string, port int) (up, stop func()) {
+	_, file, _, _ := runtime.Caller(0)
+	mqUp := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "mq-up.sh")
+	up = func() {
+		cmd := exec.Command("bash", mqUp)
+		cmd.Env = append(os.Environ(), "EAIMQ_NODE="+node, fmt.Sprintf("EAIMQ_AMQP_PORT=%d", port),
+			"EAIMQ_STATUS_FILE="+filepath.Join(t.TempDir(), "status.txt"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("start private node %s: %v\n%s", node, err, out)
+		}
+	}
+	stop = func() {
+		if _, err := (rabbitctl.Ctl{Node: node}).Run(context.Background(), "stop"); err != nil {
+			t.Logf("stop private node %s: %v", node, err)
+		}
+	}
+	up()
+	t.Cleanup(stop) // registered before any vhost on it, so it runs after their deletion
+	return up, stop
+}
+
 // TestFaultBrokerRestarted restarts a private broker node (its own node
 // name, AMQP and distribution ports, data directory) under the consumer,
 // so that no test disturbs the machine's shared broker.
 func TestFaultBrokerRestarted(t *testing.T) {
 	node, port := "eaimqfault@localhost", 5698
-	_, file, _, _ := runtime.Caller(0)
-	mqUp := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "mq-up.sh")
-	up := func() {
-		cmd := exec.Command("bash", mqUp)
-		cmd.Env = append(os.Environ(), "EAIMQ_NODE="+node, fmt.Sprintf("EAIMQ_AMQP_PORT=%d", port),
-			"EAIMQ_STATUS_FILE="+filepath.Join(t.TempDir(), "status.txt"))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("start private node: %v\n%s", err, out)
-		}
-	}
+	up, stop := privateNode(t, node, port)
 	ctl := rabbitctl.Ctl{Node: node}
-	stop := func() {
-		if _, err := ctl.Run(context.Background(), "stop"); err != nil {
-			t.Logf("stop private node: %v", err)
-		}
-	}
-	up()
-	t.Cleanup(stop) // registered first, so it runs after the vhost is deleted
-
 	w := &world{t: t, vh: brokertest.NewOn(t, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port)),
 		db: filepath.Join(t.TempDir(), "processed.db"), bin: installed(t), partner: claimsys.New()}
 	srv := newPartnerServer(t, w.partner)
@@ -308,4 +316,35 @@ func TestFaultBrokerRestarted(t *testing.T) {
 	}
 	w.account("broker node restarted mid-run (private node)", published, 0, "0",
 		"redelivered copies met the record")
+}
+
+// TestPublishAgainstBlockedBroker: a memory alarm on a private node makes
+// the broker stop reading from publishers. publish must not hang: it exits
+// 75 after -timeout (plus a bounded close), says the outcome is unknown,
+// and names the alarm.
+func TestPublishAgainstBlockedBroker(t *testing.T) {
+	node, port := "eaimqalarm@localhost", 5697
+	privateNode(t, node, port)
+	ctl := rabbitctl.Ctl{Node: node}
+	w := &world{t: t, vh: brokertest.NewOn(t, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port)),
+		db: filepath.Join(t.TempDir(), "processed.db"), bin: installed(t), partner: claimsys.New()}
+	if r := w.run("topology"); r.code != 0 {
+		t.Fatalf("topology: %s", r.stderr)
+	}
+	if _, err := ctl.Run(context.Background(), "-q", "set_vm_memory_high_watermark", "absolute", "1MiB"); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 15*time.Second, "memory alarm on", func() bool {
+		out, _ := ctl.Run(context.Background(), "-q", "eval", "rabbit_alarm:get_alarms().")
+		return strings.Contains(string(out), "memory")
+	})
+	f := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(f, brokertest.Claim("blocked-1", "C-B", "r.pdf"), 0o644)
+	r := w.run("publish", "-timeout", "2s", f)
+	if r.code != 75 || !strings.Contains(r.stderr, "may or may not be queued") || !strings.Contains(r.stderr, "blocking publishers") {
+		t.Errorf("exit %d, want 75 naming the alarm:\n%s", r.code, r.stderr)
+	}
+	if r.took > 2*time.Second+4*time.Second {
+		t.Errorf("publish took %s with -timeout 2s", r.took)
+	}
 }
