@@ -69,7 +69,9 @@
 //	69   the broker cannot be reached (at start, or still not at the end)
 //	74   the dedup store cannot be opened or written (the claim in hand is
 //	     left unacked and comes back)
-//	78   claim.in does not exist: run topology first
+//	78   claim.in does not exist (run topology first), or rejecting a claim
+//	     would drop it rather than dead-letter it: claim.in lacks the
+//	     x-dead-letter-* arguments, or eai.dlx is missing
 //	130  a second signal forced an immediate exit
 package main
 
@@ -130,7 +132,7 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL (default %s)\n"+
 			"             EAI_MQ_DB (default %s)\n"+
 			"exit status: 0 ran and drained, 2 usage, 69 broker unreachable, 74 dedup store failed,\n"+
-			"             78 claim.in missing (run topology), 130 forced by a second signal\n", broker.DefaultURL, store.DefaultPath)
+			"             78 claim.in missing or not dead-lettering (run topology), 130 forced by a second signal\n", broker.DefaultURL, store.DefaultPath)
 	}
 	if err := cli.Parse(fs, args); err != nil {
 		return err

@@ -125,6 +125,10 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 		broker.Close(conn)
 		return nil, nil, nil, cli.Broker(err, topo.ErrMissing)
 	}
+	if err := checkDeadLettering(conn); err != nil {
+		broker.Close(conn)
+		return nil, nil, nil, err
+	}
 	if err := ch.Qos(r.prefetch, 0, false /* per consumer */); err != nil {
 		return fail(cli.ExitUnavailable, fmt.Errorf("basic.qos: %w", err))
 	}
@@ -139,6 +143,34 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 		r.log.Info("reconnected", "session", r.sessions)
 	}
 	return conn, ch, deliveries, nil
+}
+
+// checkDeadLettering makes sure a reject(requeue=false) dead-letters a
+// claim rather than drops it: claim.in must carry the contract's
+// x-dead-letter-* arguments (redeclaring it with them is a no-op when they
+// match, a 406 when they differ) and eai.dlx must exist (dead-lettering to a
+// missing exchange silently drops the message). It probes on a channel of
+// its own, since a 406 or 404 closes the channel.
+func checkDeadLettering(conn *amqp.Connection) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
+	}
+	for _, q := range topo.Queues {
+		if q.Name != topo.Queue {
+			continue
+		}
+		if err := topo.DeclareQueue(ch, q); err != nil {
+			if broker.Code(err) == amqp.PreconditionFailed {
+				return cli.Exitf(cli.ExitConfig, "%s differs from the contract, so a rejected claim could be dropped instead of dead-lettered: %s (run topology to see the remedy)", topo.Queue, broker.Reason(err))
+			}
+			return cli.Exit(cli.ExitUnavailable, fmt.Errorf("check %s arguments: %w", topo.Queue, err))
+		}
+	}
+	if err := topo.RequireExchange(ch, topo.DLX); err != nil {
+		return cli.Broker(fmt.Errorf("%w (without it a rejected claim would be dropped)", err), topo.ErrMissing)
+	}
+	return ch.Close()
 }
 
 // session feeds deliveries to the workers until the run ends or the

@@ -303,3 +303,35 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		return q.Messages == 5 && q.Unacked == 0
 	})
 }
+
+// TestRefusesToDropClaims: claim.in without the dead-letter arguments, or
+// eai.dlx missing, would make a 422 vanish; the consumer refuses to start.
+func TestRefusesToDropClaims(t *testing.T) {
+	ctx := context.Background()
+	t.Run("claim.in without DLX arguments", func(t *testing.T) {
+		vh := brokertest.New(t)
+		ch := vh.Channel(t)
+		if _, err := ch.QueueDeclare(topo.Queue, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		err := run(ctx, ctx, []string{"--claim", "http://127.0.0.1:9", "--max-seconds", "1"},
+			vh.Getenv(map[string]string{store.EnvPath: t.TempDir() + "/p.db"}), &out, &errb)
+		if cli.Code(err) != cli.ExitConfig || !strings.Contains(err.Error(), "dropped") {
+			t.Errorf("exit %d: %v", cli.Code(err), err)
+		}
+	})
+	t.Run("eai.dlx missing", func(t *testing.T) {
+		vh := brokertest.New(t)
+		vh.Topology(t)
+		if err := vh.Channel(t).ExchangeDelete(topo.DLX, false, false); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		err := run(ctx, ctx, []string{"--claim", "http://127.0.0.1:9", "--max-seconds", "1"},
+			vh.Getenv(map[string]string{store.EnvPath: t.TempDir() + "/p.db"}), &out, &errb)
+		if cli.Code(err) != cli.ExitConfig || !strings.Contains(err.Error(), "eai.dlx") {
+			t.Errorf("exit %d: %v", cli.Code(err), err)
+		}
+	})
+}
