@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -110,7 +111,7 @@ func BenchmarkConsumerVsBare(b *testing.B) {
 				h.partner.Set(resetControl())
 				h.partner.Set(claimsysDelay(tc.delayMS))
 				preload(b, h, fmt.Sprintf("ours%d", round), tc.n)
-				ours += consumeAll(b, h, tc.n, "--prefetch", "20", "--sync", benchSync)
+				ours += consumeAll(b, h, tc.n, "--prefetch", *benchPrefetch, "--sync", *benchSyncFlag)
 				h.partner.Set(resetControl())
 				preload(b, h, fmt.Sprintf("bare%d", round), tc.n)
 				bare += bareConsume(b, h, tc.n)
@@ -145,5 +146,9 @@ func BenchmarkConsumerSlowPartner(b *testing.B) {
 	b.ReportMetric(rate/(5/0.05), "of-little's-law")
 }
 
-// benchSync is the --sync the benchmark runs with: full, the default.
-var benchSync = "full"
+// benchSyncFlag is the consumer's --sync in the benchmarks:
+// go test -bench ConsumerVsBare ./consumer -args -bench-sync normal
+var benchSyncFlag = flag.String("bench-sync", "full", "the consumer's --sync in the benchmarks")
+
+// benchPrefetch is the consumer's --prefetch in ConsumerVsBare (-bench-prefetch).
+var benchPrefetch = flag.String("bench-prefetch", "20", "the consumer's --prefetch in ConsumerVsBare")
