@@ -125,7 +125,7 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 		broker.Close(conn)
 		return nil, nil, nil, cli.Broker(err, topo.ErrMissing)
 	}
-	if err := checkDeadLettering(conn); err != nil {
+	if err := r.checkDeadLettering(conn); err != nil {
 		broker.Close(conn)
 		return nil, nil, nil, err
 	}
@@ -150,8 +150,10 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 // x-dead-letter-* arguments (redeclaring it with them is a no-op when they
 // match, a 406 when they differ) and eai.dlx must exist (dead-lettering to a
 // missing exchange silently drops the message). It probes on a channel of
-// its own, since a 406 or 404 closes the channel.
-func checkDeadLettering(conn *amqp.Connection) error {
+// its own, since a 406 or 404 closes the channel. A user without configure
+// permission cannot redeclare; then the arguments go unchecked, with a
+// warning, rather than the consumer refusing to run.
+func (r *relay) checkDeadLettering(conn *amqp.Connection) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
@@ -161,6 +163,13 @@ func checkDeadLettering(conn *amqp.Connection) error {
 			continue
 		}
 		if err := topo.DeclareQueue(ch, q); err != nil {
+			if broker.Code(err) == amqp.AccessRefused {
+				r.log.Warn("cannot verify claim.in's dead-letter arguments (no configure permission); assuming topology declared them")
+				if ch, err = conn.Channel(); err != nil {
+					return cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
+				}
+				continue
+			}
 			if broker.Code(err) == amqp.PreconditionFailed {
 				return cli.Exitf(cli.ExitConfig, "%s differs from the contract, so a rejected claim could be dropped instead of dead-lettered: %s (run topology to see the remedy)", topo.Queue, broker.Reason(err))
 			}

@@ -335,3 +335,40 @@ func TestRefusesToDropClaims(t *testing.T) {
 		}
 	})
 }
+
+// TestConsumeOnlyUser: a user with read and write but no configure
+// permission (a common production setup) still consumes; the dead-letter
+// arguments then go unchecked, with a warning.
+func TestConsumeOnlyUser(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	user, pass := "eaimq-test-consume-only", "pw"
+	ctl := h.vh.Ctl
+	if _, err := ctl.Run(ctx, "-q", "add_user", user, pass); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctl.Run(context.Background(), "-q", "delete_user", user) })
+	if _, err := ctl.Run(ctx, "-q", "set_permissions", "-p", h.vh.Name, user, "^$", ".*", ".*"); err != nil {
+		t.Fatal(err)
+	}
+	h.vh.PublishClaims(t, brokertest.Claim("co-1", "C-co", "r.pdf"), brokertest.Claim("co-2", "C-co2"))
+	url := strings.Replace(h.vh.URL, "guest:guest", user+":"+pass, 1)
+	hard, kill := context.WithCancel(ctx)
+	defer kill()
+	soft, stop := context.WithCancel(hard)
+	var out, errb brokertest.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(soft, hard, []string{"--claim", h.url}, func(k string) string {
+			return map[string]string{"EAI_AMQP_URL": url, store.EnvPath: h.db}[k]
+		}, &out, &errb)
+	}()
+	brokertest.Eventually(t, 20*time.Second, "both handled", h.drained)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("consume-only user: %v\n%s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "no configure permission") || h.calls("co-1") != 1 || h.vh.Depth(t, topo.DeadQueue) != 1 {
+		t.Errorf("calls %v, dead %d, log:\n%s", h.partner.Stats().ByGuid, h.vh.Depth(t, topo.DeadQueue), errb.String())
+	}
+}
