@@ -120,14 +120,23 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 	claimURL := fs.String("claim", "", "claim system `URL` (POSTs go to URL/v1/claims)")
 	maxSeconds := fs.Float64("max-seconds", 0, "run for `seconds`, then drain and exit (0: until a signal)")
 	prefetch := fs.Int("prefetch", 5, "`n` deliveries unacked and in flight at once (basic.qos)")
-	httpTimeout := fs.Duration("http-timeout", 10*time.Second, "longest partner `call`")
-	syncMode := fs.String("sync", "full", "SQLite durability before each ack: `full` or normal")
+	httpTimeout := fs.Duration("http-timeout", 10*time.Second, "longest partner call (`duration`)")
+	syncMode := fs.String("sync", "full", "durability of a record before its ack: `mode` full (survives power loss) or normal (survives a crash)")
 	logLevel := fs.String("log-level", "info", "`level`: debug, info, warn, error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: consumer --claim URL --max-seconds N [--prefetch P] [flags]\n\n"+
-			"Consumes claim.in and POSTs each claim to URL/v1/claims; acks only after the\n"+
-			"outcome is recorded in EAI_MQ_DB. 2xx: ack. 4xx (not 408/429): dead-letter.\n"+
-			"5xx/408/429/no answer: requeue once, then dead-letter. Duplicates: ack, no call.\n\nflags:\n")
+			"Consumes claim.in, POSTs each body unchanged to URL/v1/claims (with Idempotency-Key:\n"+
+			"message_id), and acks only after the outcome is recorded in EAI_MQ_DB:\n\n"+
+			"  partner answer                what happens\n"+
+			"  2xx                           record as processed, then ack\n"+
+			"  4xx except 408, 429           reject(requeue=false): dead-lettered to claim.dead\n"+
+			"  5xx, 408, 429, no answer      requeue once; failing again when redelivered: dead-letter\n"+
+			"  1xx, 3xx                      as 5xx (never loops)\n"+
+			"  message_id already processed  ack without calling the partner\n\n"+
+			"Up to --prefetch claims are in flight at once; the same message_id never twice at once,\n"+
+			"even across consumers sharing EAI_MQ_DB. At --max-seconds or SIGINT/SIGTERM it stops\n"+
+			"taking claims, finishes the calls in flight, acks them and exits 0 with a summary on\n"+
+			"stdout; a second signal exits at once. One log line per claim goes to stderr.\n\nflags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL (default %s)\n"+
 			"             EAI_MQ_DB (default %s)\n"+

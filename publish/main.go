@@ -110,8 +110,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs.StringVar(&o.progress, "progress", "auto", "progress on stderr: `mode` auto (terminal only), always, never")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: publish [flags] FILE...   (FILE - reads standard input)\n\n"+
-			"Publishes each claim JSON file to eai.claim/claim, persistent, message_id = guid,\n"+
-			"with publisher confirms and mandatory. Sent means confirmed and not returned.\n\nflags:\n")
+			"Publishes each claim JSON file, its bytes unchanged, to exchange eai.claim with routing\n"+
+			"key claim: persistent, message_id = the JSON's guid, content_type application/json,\n"+
+			"with publisher confirms and mandatory. A claim is sent only when the broker acked it\n"+
+			"and did not return it (unroutable). Every file is checked first (a JSON object, a\n"+
+			"non-empty string guid, at most -max-bytes); if one fails, nothing is published\n"+
+			"unless -keep-going. Failures: one line each on stderr. Summary: stdout.\n\nflags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL (default %s)\n"+
 			"exit status: 0 all sent, 2 usage, 3 returned (unroutable), 4 nacked, 65 invalid file,\n"+
