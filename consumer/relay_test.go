@@ -22,16 +22,9 @@ import (
 // dead-lettered; nothing left in claim.in, nothing unacked.
 func TestMixedBatch(t *testing.T) {
 	h := newHarness(t)
-	var claims [][]byte
-	for _, g := range guids("good", 10) {
-		claims = append(claims, brokertest.Claim(g, "C-"+g, "receipt.pdf"))
-	}
-	for _, g := range guids("nodocs", 3) {
-		claims = append(claims, brokertest.Claim(g, "C-"+g))
-	}
-	for _, g := range guids("busy", 3) {
-		claims = append(claims, brokertest.Claim(g, "BUSY-"+g, "receipt.pdf"))
-	}
+	claims := brokertest.Claims("good", "C-good", 10, true)
+	claims = append(claims, brokertest.Claims("nodocs", "C-nodocs", 3, false)...)
+	claims = append(claims, brokertest.Claims("busy", "BUSY", 3, true)...)
 	h.vh.PublishClaims(t, claims...)
 	c := h.runUntil("10 delivered, 3 rejected, 3 busy twice", func() bool {
 		return h.totalCalls() == 10+3+6 && h.vh.Depth(t, topo.DeadQueue) == 6
@@ -58,7 +51,7 @@ func TestMixedBatch(t *testing.T) {
 	if !brokertest.ContainsAll(c.stdout.String(), "10 delivered", "6 dead-lettered (3 rejected by the claim system, 3 failed twice") {
 		t.Errorf("summary: %s", c.stdout.String())
 	}
-	for _, line := range []string{"outcome=delivered", "outcome=dead-lettered", "outcome=requeued", "claim_id=BUSY-busy-000"} {
+	for _, line := range []string{"outcome=delivered", "outcome=dead-lettered", "outcome=requeued", "claim_id=BUSY-000"} {
 		if !strings.Contains(c.stderr.String(), line) {
 			t.Errorf("log lacks %q", line)
 		}
@@ -98,11 +91,7 @@ func TestPrefetchBoundsUnacked(t *testing.T) {
 			h := newHarness(t)
 			delay := 500
 			h.partner.Set(claimsysDelay(delay))
-			var claims [][]byte
-			for _, g := range guids("slow", 40) {
-				claims = append(claims, brokertest.Claim(g, "C-"+g, "r.pdf"))
-			}
-			h.vh.PublishClaims(t, claims...)
+			h.vh.PublishClaims(t, brokertest.Claims("slow", "C-slow", 40, true)...)
 			args := []string{}
 			if p != 5 {
 				args = append(args, "--prefetch", fmt.Sprint(p)) // 5 is the default
@@ -135,11 +124,7 @@ func TestPrefetchBoundsUnacked(t *testing.T) {
 func TestConnectionClosedUnderConsumer(t *testing.T) {
 	h := newHarness(t)
 	h.partner.Set(claimsysDelay(100))
-	var claims [][]byte
-	for _, g := range guids("rc", 30) {
-		claims = append(claims, brokertest.Claim(g, "C-"+g, "r.pdf"))
-	}
-	h.vh.PublishClaims(t, claims...)
+	h.vh.PublishClaims(t, brokertest.Claims("rc", "C-rc", 30, true)...)
 	c := h.start()
 	brokertest.Eventually(t, 30*time.Second, "some claims delivered", func() bool { return h.totalCalls() >= 5 })
 	if _, err := h.vh.Ctl.Run(context.Background(), "-q", "close_all_connections", "-p", h.vh.Name, "test: broker closes connection"); err != nil {
@@ -225,11 +210,7 @@ func TestMissingQueueAndUsage(t *testing.T) {
 func TestDeadlineIsKept(t *testing.T) {
 	h := newHarness(t)
 	h.partner.Set(claimsysDelay(300))
-	var claims [][]byte
-	for _, g := range guids("dl", 20) {
-		claims = append(claims, brokertest.Claim(g, "C-"+g, "r.pdf"))
-	}
-	h.vh.PublishClaims(t, claims...)
+	h.vh.PublishClaims(t, brokertest.Claims("dl", "C-dl", 20, true)...)
 	start := time.Now()
 	var out, errb bytes.Buffer
 	ctx := context.Background()
@@ -279,11 +260,7 @@ func TestTwoConsumersOneStore(t *testing.T) {
 func TestSecondSignalExitsAtOnce(t *testing.T) {
 	h := newHarness(t)
 	h.partner.Set(claimsysDelay(3000))
-	var claims [][]byte
-	for _, g := range guids("sig", 5) {
-		claims = append(claims, brokertest.Claim(g, "C-"+g, "r.pdf"))
-	}
-	h.vh.PublishClaims(t, claims...)
+	h.vh.PublishClaims(t, brokertest.Claims("sig", "C-sig", 5, true)...)
 	c := h.start()
 	brokertest.Eventually(t, 10*time.Second, "calls in flight", func() bool { return h.partner.Stats().MaxConcurrency >= 1 })
 	c.stop()

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"regexp"
@@ -267,4 +268,20 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Claims makes n claims with guids prefix-000, prefix-001, ... and claimIds
+// claimPrefix-000, ...; with docs when docs is true (the partner accepts
+// them), without otherwise (its 422).
+func Claims(prefix, claimPrefix string, n int, docs bool) [][]byte {
+	var out [][]byte
+	for i := range n {
+		g, c := fmt.Sprintf("%s-%03d", prefix, i), fmt.Sprintf("%s-%03d", claimPrefix, i)
+		if docs {
+			out = append(out, Claim(g, c, "receipt.pdf"))
+		} else {
+			out = append(out, Claim(g, c))
+		}
+	}
+	return out
 }

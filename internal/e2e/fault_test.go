@@ -134,7 +134,7 @@ func ms(n int) claimsys.Control { return claimsys.Control{DelayMS: &n} }
 func TestFaultConsumerKilled(t *testing.T) {
 	w := newWorld(t)
 	w.partner.Set(ms(50))
-	published := w.publishFiles(claims("kill", "C-kill", 80, true)...)
+	published := w.publishFiles(brokertest.Claims("kill", "C-kill", 80, true)...)
 	const prefetch = 5
 	for kill := range 3 {
 		before := len(w.partner.Stats().Accepted)
@@ -156,7 +156,7 @@ func TestFaultConsumerKilled(t *testing.T) {
 func TestFaultPartnerDown(t *testing.T) {
 	w := newWorld(t)
 	w.url = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	published := w.publishFiles(claims("down", "C-down", 20, true)...)
+	published := w.publishFiles(brokertest.Claims("down", "C-down", 20, true)...)
 	w.drainWith()
 	st, err := store.Open(w.db, store.Options{ReadOnly: true})
 	if err != nil {
@@ -178,7 +178,7 @@ func TestFaultPartnerFlapping(t *testing.T) {
 	w := newWorld(t)
 	on := true
 	w.partner.Set(claimsys.Control{Flap: &on})
-	published := w.publishFiles(claims("flap", "C-flap", 40, true)...)
+	published := w.publishFiles(brokertest.Claims("flap", "C-flap", 40, true)...)
 	w.drainWith()
 	accepted := len(w.partner.Stats().Accepted)
 	w.account("partner flapping 503/201", published, 0, "0",
@@ -191,7 +191,7 @@ func TestFaultPartnerFlapping(t *testing.T) {
 func TestFaultPartnerSlowerThanTimeout(t *testing.T) {
 	w := newWorld(t)
 	w.partner.Set(ms(1500))
-	published := w.publishFiles(claims("slow", "C-slow", 6, true)...)
+	published := w.publishFiles(brokertest.Claims("slow", "C-slow", 6, true)...)
 	r := w.run("consumer", "--claim", w.url, "--max-seconds", "3", "--http-timeout", "300ms")
 	if r.code != 0 || r.took > 3*time.Second+300*time.Millisecond+2*time.Second {
 		t.Errorf("consumer: exit %d after %s (--max-seconds 3)", r.code, r.took)
@@ -247,7 +247,7 @@ func TestFaultTwoConsumersOneStore(t *testing.T) {
 	for range 10 {
 		batch = append(batch, dup)
 	}
-	batch = append(batch, claims("twin", "C-twin", 20, true)...)
+	batch = append(batch, brokertest.Claims("twin", "C-twin", 20, true)...)
 	published := w.publishFiles(batch...)
 	a := w.start("consumer", "--claim", w.url, "--max-seconds", "60")
 	w.drainWith()
@@ -298,7 +298,7 @@ func TestFaultBrokerRestarted(t *testing.T) {
 		t.Fatalf("topology: %s", r.stderr)
 	}
 	w.partner.Set(ms(20))
-	published := w.publishFiles(claims("restart", "C-rs", 100, true)...)
+	published := w.publishFiles(brokertest.Claims("restart", "C-rs", 100, true)...)
 	p := w.start("consumer", "--claim", w.url, "--max-seconds", "120")
 	brokertest.Eventually(t, 30*time.Second, "a quarter delivered", func() bool { return len(w.partner.Stats().Accepted) >= 25 })
 	stop()

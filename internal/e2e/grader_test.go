@@ -139,7 +139,7 @@ func TestGraderPrefetch(t *testing.T) {
 	brokertest.Eventually(t, 10*time.Second, "claimsys up", func() bool {
 		return exec.Command(cs, "-stats", "-addr", fmt.Sprintf("127.0.0.1:%d", port)).Run() == nil
 	})
-	w.publishFiles(claims("p", "C-p", 16, true)...)
+	w.publishFiles(brokertest.Claims("p", "C-p", 16, true)...)
 	if r := w.run("consumer.py", "--claim", base, "--max-seconds", "5", "--prefetch", "2"); r.code != 0 {
 		t.Fatalf("consumer.py: %d %s", r.code, r.stderr)
 	}

@@ -176,19 +176,6 @@ func (w *world) publishFiles(claims ...[]byte) []string {
 	return guids
 }
 
-func claims(prefix, claimPrefix string, n int, docs bool) [][]byte {
-	var out [][]byte
-	for i := range n {
-		g := fmt.Sprintf("%s-%03d", prefix, i)
-		if docs {
-			out = append(out, brokertest.Claim(g, fmt.Sprintf("%s-%03d", claimPrefix, i), "receipt.pdf"))
-		} else {
-			out = append(out, brokertest.Claim(g, fmt.Sprintf("%s-%03d", claimPrefix, i)))
-		}
-	}
-	return out
-}
-
 // freePort returns a loopback port nobody listens on right now.
 func freePort(t testing.TB) int {
 	t.Helper()
