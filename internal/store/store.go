@@ -76,12 +76,12 @@ var migrations = []string{
 
 // Store is an open dedup store.
 type Store struct {
-	db      *sql.DB
-	path    string
-	owner   string
-	sync    string   // the wanted durability of outcome records: full or normal
-	walSync bool     // fsync the WAL ourselves for durable writes (full, in WAL mode)
-	wal     *os.File // the WAL, opened for fsync (syncer goroutine only)
+	db         *sql.DB
+	path       string
+	owner      string
+	durability string   // the wanted durability of outcome records: full or normal
+	walSync    bool     // fsync the WAL ourselves for durable writes (full, in WAL mode)
+	wal        *os.File // the WAL, opened for fsync (syncer goroutine only)
 
 	stmts   stmts
 	reqs    chan *request
@@ -147,7 +147,7 @@ func Open(path string, o Options) (*Store, error) {
 		o.Owner = Owner()
 	}
 
-	s := &Store{db: db, path: path, owner: o.Owner, sync: o.Synchronous, reqs: make(chan *request, 256), stopped: make(chan struct{})}
+	s := &Store{db: db, path: path, owner: o.Owner, durability: o.Synchronous, reqs: make(chan *request, 256), stopped: make(chan struct{})}
 	if err := s.init(o.ReadOnly); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("dedup store %s: %w", path, err)
@@ -191,9 +191,9 @@ func (s *Store) init(readOnly bool) error {
 		}
 		level := "normal"
 		if mode == "wal" {
-			s.walSync = s.sync == "full"
+			s.walSync = s.durability == "full"
 		} else {
-			level = s.sync
+			level = s.durability
 		}
 		if _, err := s.db.ExecContext(ctx, "PRAGMA synchronous="+level); err != nil {
 			return err
