@@ -45,8 +45,8 @@
 // Exit status:
 //
 //	0   done (for replay: every selected claim replayed or skipped as delivered)
-//	1   a replay was refused by the broker (nack or return); that dead
-//	    letter stays in claim.dead
+//	1   a replay was refused by the broker (nack or return), and that dead
+//	    letter stays in claim.dead; or show found no dead letter with the ID
 //	2   usage error, or purge without -yes
 //	69  the broker cannot be reached
 //	74  the store cannot be read (replay needs it, unless -force)
@@ -122,7 +122,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"list and show consume nothing. Flags go before the command.\n\nflags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL, EAI_MQ_DB\n"+
-			"exit status: 0 ok, 1 a replay refused, 2 usage (or purge without -yes), 69 broker unreachable,\n"+
+			"exit status: 0 ok, 1 a replay refused or no such ID, 2 usage (or purge without -yes), 69 broker unreachable,\n"+
 			"             74 store unreadable, 78 topology missing\n")
 	}
 	if err := cli.Parse(fs, args); err != nil {
