@@ -202,19 +202,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // row is the JSON form of one dead letter.
 type row struct {
-	MessageID  string    `json:"message_id"`
-	ClaimID    string    `json:"claim_id,omitempty"`
-	DeadAt     time.Time `json:"dead_lettered_at,omitzero"`
-	FromQueue  string    `json:"from_queue,omitempty"`
-	Broker     string    `json:"broker_reason,omitempty"`
-	Count      int64     `json:"broker_count"`
-	Kind       string    `json:"reason"`
-	Status     int       `json:"status,omitempty"`
-	Excerpt    string    `json:"excerpt,omitempty"`
-	Attempts   int       `json:"attempts"`
-	OurReason  string    `json:"our_reason"`
-	Replays    int64     `json:"replays,omitempty"`
-	Redelivers bool      `json:"-"`
+	MessageID string    `json:"message_id"`
+	ClaimID   string    `json:"claim_id,omitempty"`
+	DeadAt    time.Time `json:"dead_lettered_at,omitzero"`
+	FromQueue string    `json:"from_queue,omitempty"`
+	Broker    string    `json:"broker_reason,omitempty"`
+	Count     int64     `json:"broker_count"`
+	Kind      string    `json:"reason"`
+	Status    int       `json:"status,omitempty"`
+	Excerpt   string    `json:"excerpt,omitempty"`
+	Attempts  int       `json:"attempts"`
+	OurReason string    `json:"our_reason"`
+	Replays   int64     `json:"replays,omitempty"`
 }
 
 func toRow(m *dead) row {

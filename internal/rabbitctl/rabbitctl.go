@@ -119,15 +119,10 @@ func (c Ctl) ListBindings(ctx context.Context, vhost string) ([]Binding, error) 
 		return nil, err
 	}
 	var bs []Binding
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
+	for _, f := range table(out) {
+		if len(f) == 4 {
+			bs = append(bs, Binding{Source: f[0], Destination: f[1], DestinationKind: f[2], RoutingKey: f[3]})
 		}
-		f := strings.Split(line, "\t")
-		if len(f) != 4 {
-			continue
-		}
-		bs = append(bs, Binding{Source: f[0], Destination: f[1], DestinationKind: f[2], RoutingKey: f[3]})
 	}
 	return bs, nil
 }

@@ -234,11 +234,7 @@ func (s *Store) init(readOnly bool) error {
 
 // Close stops the writer after the pending writes and closes the file.
 func (s *Store) Close() error {
-	s.once.Do(func() {
-		if s.reqs != nil {
-			close(s.reqs)
-		}
-	})
+	s.once.Do(func() { close(s.reqs) })
 	<-s.stopped
 	if s.wal != nil {
 		s.wal.Close()
