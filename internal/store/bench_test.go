@@ -35,11 +35,11 @@ func BenchmarkBeginFinish(b *testing.B) {
 								return
 							}
 							id := fmt.Sprintf("id-%d", i)
-							if _, _, err := s.Begin(ctx, id, "C", true, time.Minute); err != nil {
+							if _, err := s.Begin(ctx, id, "C", true, time.Minute); err != nil {
 								b.Error(err)
 								return
 							}
-							if err := s.Finish(ctx, id, Attempt{Status: 201, Action: "ack", Called: true}, ""); err != nil {
+							if _, err := s.Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
 								b.Error(err)
 								return
 							}

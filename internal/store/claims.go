@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,13 +109,13 @@ func (s *Store) syncer(q <-chan []chan error, done chan<- struct{}) {
 // so our own read-only descriptor flushes what SQLite wrote through its own.
 func (s *Store) syncWAL() error {
 	if s.wal == nil {
-		f, err := os.Open(s.path + "-wal")
+		f, err := os.Open(s.file + "-wal")
 		if err != nil {
 			return fmt.Errorf("open WAL for fsync: %w", err)
 		}
 		// The WAL file may be new: make its directory entry durable too,
 		// once, or a power cut could take the whole file with it.
-		if d, err := os.Open(filepath.Dir(s.path)); err == nil {
+		if d, err := os.Open(filepath.Dir(s.file)); err == nil {
 			d.Sync()
 			d.Close()
 		}
@@ -164,22 +165,39 @@ type BeginResult int
 const (
 	// Acquired: this process holds the claim; call the partner, then Finish.
 	Acquired BeginResult = iota
-	// Duplicate: the claim was delivered already; ack without calling.
-	Duplicate
+	// Done: the claim was delivered already; ack without calling.
+	Done
 	// Busy: another live process holds it in progress; wait and ask again.
 	Busy
+	// DeadBefore: this redelivered copy's claim was dead-lettered, and the
+	// reject never reached the broker (the connection closed between the
+	// record and the reject). Reject it again, with the recorded reason,
+	// without calling the partner: the decision is on record, and calling
+	// again would be a call the decision already ruled out.
+	DeadBefore
 )
 
 func (b BeginResult) String() string {
-	return [...]string{"acquired", "duplicate", "busy"}[b]
+	return [...]string{"acquired", "done", "busy", "dead before"}[b]
+}
+
+// Begun is what Begin found of a message_id.
+type Begun struct {
+	Result BeginResult
+	// Failures is the number of transient failures of the current copy on
+	// record (Acquired).
+	Failures int
+	// Prior is the dead-letter decision on record (DeadBefore).
+	Prior Outcome
 }
 
 // Begin takes message id in progress for this process for lease, unless it
 // is done already or another live process holds it. fresh says the delivery
 // is not a redelivery: a fresh copy starts its failure count from zero, so a
-// republished claim gets its one retry again. It returns how many transient
-// failures of the current copy are on record.
-func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (res BeginResult, failures int, err error) {
+// republished or replayed claim gets its one retry again, and a fresh copy
+// of a dead-lettered claim is tried again (that is what a replay is for),
+// while a redelivered one is not (DeadBefore).
+func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (b Begun, err error) {
 	err = s.write(ctx, false, func(tx *sql.Tx) error {
 		now := nowMS()
 		// The common case, an id never seen, in one statement.
@@ -188,31 +206,34 @@ func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, lease
 			return err
 		}
 		if n, _ := r.RowsAffected(); n == 1 {
-			res, failures = Acquired, 0
+			b = Begun{Result: Acquired}
 			return nil
 		}
-		var state, owner sql.NullString
+		var state, owner, reason sql.NullString
 		var leaseUntil sql.NullInt64
 		var fails int
-		if err := tx.Stmt(s.stmts.selectClaim).QueryRow(id).Scan(&state, &owner, &leaseUntil, &fails); err != nil {
+		if err := tx.Stmt(s.stmts.selectClaim).QueryRow(id).Scan(&state, &owner, &leaseUntil, &fails, &reason); err != nil {
 			return err
 		}
 		switch {
 		case state.String == "done":
-			res = Duplicate
+			b = Begun{Result: Done}
+			return nil
+		case state.String == "dead" && !fresh:
+			b = Begun{Result: DeadBefore, Prior: Outcome{DeadLetter, parseStoredReason(reason.String)}}
 			return nil
 		case state.String == "inflight" && owner.String != s.owner && leaseUntil.Int64 > now && !ownerGone(owner.String):
-			res = Busy
+			b = Begun{Result: Busy}
 			return nil
 		}
 		if fresh {
 			fails = 0
 		}
-		res, failures = Acquired, fails
+		b = Begun{Result: Acquired, Failures: fails}
 		_, err = tx.Stmt(s.stmts.takeClaim).Exec(s.owner, now+lease.Milliseconds(), fails, nullable(claimID), now, id)
 		return err
 	})
-	return res, failures, err
+	return b, err
 }
 
 // Attempt is one call to the partner, or one decision without a call.
@@ -221,59 +242,91 @@ type Attempt struct {
 	Redelivered bool
 	Status      int    // HTTP status; 0 when there was no answer
 	Error       string // short error or response excerpt
-	Action      string // ack | requeue | dead
+	Outcome     Outcome
+	Detail      string // the outcome in a sentence (Outcome.Describe), kept for a dead letter
 	Latency     time.Duration
 	Called      bool // the partner was called (counts as an attempt)
 }
 
 // Finish records the outcome of the claim this process holds and releases
-// it: "ack" makes it done (the dedup record), "requeue" counts a transient
-// failure, "dead" records why it goes to the dead-letter queue. The caller
-// acks or rejects the delivery only after Finish returns nil.
-func (s *Store) Finish(ctx context.Context, id string, a Attempt, deadReason string) error {
-	return s.write(ctx, true, func(tx *sql.Tx) error {
+// it: Ack makes it done (the dedup record), Requeue counts a transient
+// failure, DeadLetter records why it goes to the dead-letter queue. The
+// caller acts on the delivery only after Finish returns, and acts on the
+// outcome Finish returns, which is a.Outcome except in one case: the record
+// says the claim was delivered meanwhile (another holder took it after this
+// one's lease ran out), and then it is OutDuplicate, since a done record is
+// never overwritten.
+//
+// A holder that lost its claim to another live process records its
+// attempt but leaves the record to the new holder, unless the partner
+// accepted the claim: acceptance is the truth whoever heard it.
+func (s *Store) Finish(ctx context.Context, id string, a Attempt) (Outcome, error) {
+	out := a.Outcome
+	state := a.Outcome.Action.state()
+	if state == "" {
+		return out, fmt.Errorf("finish %s: no action decided", id)
+	}
+	err := s.write(ctx, true, func(tx *sql.Tx) error {
+		out = a.Outcome
 		now := nowMS()
 		called := 0
 		if a.Called {
 			called = 1
 		}
 		failed := 0
-		if a.Action == "requeue" {
+		if a.Outcome.Action == Requeue {
 			failed = 1
-		}
-		state := map[string]string{"ack": "done", "requeue": "failed", "dead": "dead"}[a.Action]
-		if state == "" {
-			return fmt.Errorf("unknown action %q", a.Action)
 		}
 		var doneAt any
 		if state == "done" {
 			doneAt = now
 		}
-		res, err := tx.Stmt(s.stmts.finish).Exec(state, called, failed, a.Status, nullable(a.Error), state, nullable(deadReason), now, doneAt, id)
+		reason := a.Outcome.Reason.String()
+		res, err := tx.Stmt(s.stmts.finish).Exec(state, called, failed, a.Status, nullable(a.Error), reason,
+			state, nullable(a.Detail), now, doneAt, id, state, s.owner)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			// No Begin (a message without an id): keep the record anyway.
-			if _, err := tx.Exec(`INSERT INTO claims (message_id, state, attempts, failures, last_status, last_error, dead_reason, updated_at, done_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, state, called, failed, a.Status, nullable(a.Error), nullable(deadReason), now, doneAt); err != nil {
+			var cur sql.NullString
+			err := tx.QueryRow(`SELECT state FROM claims WHERE message_id = ?`, id).Scan(&cur)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				// No Begin (a message without an id, or one that cannot
+				// be sent): keep the record anyway.
+				if _, err := tx.Exec(`INSERT INTO claims (message_id, state, attempts, failures, last_status, last_error, reason, dead_reason, updated_at, done_at)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, state, called, failed, a.Status, nullable(a.Error), reason, nullable(a.Detail), now, doneAt); err != nil {
+					return err
+				}
+			case err != nil:
 				return err
+			default:
+				// Done already, or held by another process: count the
+				// call, keep the record.
+				if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, updated_at = ? WHERE message_id = ?`, called, now, id); err != nil {
+					return err
+				}
+				if cur.String == "done" {
+					out = OutDuplicate
+				}
 			}
 		}
 		// The log keeps what went wrong: every failed call and every
 		// dead-letter decision. A success is fully told by the claims row
 		// (status, time, attempt count), and writing it again would double
 		// the pages each delivered claim dirties.
-		if a.Action == "ack" {
+		if out.Action == Ack && a.Outcome.Action == Ack {
 			return nil
 		}
 		at := a.At
 		if at.IsZero() {
 			at = time.Now()
 		}
-		_, err = tx.Stmt(s.stmts.insertAttempt).Exec(id, at.UnixMilli(), a.Redelivered, a.Status, nullable(a.Error), a.Action, a.Latency.Milliseconds())
+		_, err = tx.Stmt(s.stmts.insertAttempt).Exec(id, at.UnixMilli(), a.Redelivered, a.Status, nullable(a.Error),
+			out.Action.String(), out.Reason.String(), a.Latency.Milliseconds())
 		return err
 	})
+	return out, err
 }
 
 func nullable(s string) any {
@@ -296,15 +349,20 @@ func (s *Store) prepare() error {
 	}{
 		{&s.stmts.insertNew, `INSERT INTO claims (message_id, state, owner, lease_until, claim_id, updated_at)
 			VALUES (?, 'inflight', ?, ?, ?, ?) ON CONFLICT (message_id) DO NOTHING`},
-		{&s.stmts.selectClaim, `SELECT state, owner, lease_until, failures FROM claims WHERE message_id = ?`},
+		{&s.stmts.selectClaim, `SELECT state, owner, lease_until, failures, reason FROM claims WHERE message_id = ?`},
 		{&s.stmts.takeClaim, `UPDATE claims SET state = 'inflight', owner = ?, lease_until = ?, failures = ?,
 			claim_id = COALESCE(?, claim_id), updated_at = ? WHERE message_id = ?`},
+		// A done record is never overwritten, and a claim another process
+		// holds now is not released by a late holder, unless this one's
+		// outcome is the acceptance itself.
 		{&s.stmts.finish, `UPDATE claims SET state = ?, owner = NULL, lease_until = NULL,
-			attempts = attempts + ?, failures = failures + ?, last_status = ?, last_error = ?,
+			attempts = attempts + ?, failures = failures + ?, last_status = ?, last_error = ?, reason = ?,
 			dead_reason = CASE WHEN ? = 'dead' THEN ? ELSE dead_reason END,
-			updated_at = ?, done_at = COALESCE(?, done_at) WHERE message_id = ?`},
-		{&s.stmts.insertAttempt, `INSERT INTO attempts (message_id, at, redelivered, status, error, action, latency_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`},
+			updated_at = ?, done_at = COALESCE(?, done_at)
+			WHERE message_id = ? AND state <> 'done'
+				AND (? = 'done' OR state <> 'inflight' OR owner IS NULL OR owner = ?)`},
+		{&s.stmts.insertAttempt, `INSERT INTO attempts (message_id, at, redelivered, status, error, action, reason, latency_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 	} {
 		st, err := s.db.Prepare(p.sql)
 		if err != nil {

@@ -10,7 +10,8 @@ import (
 // Record is what the store knows of one message_id.
 type Record struct {
 	MessageID  string
-	State      string // inflight | done | failed | dead | pending
+	State      string  // inflight | done | failed | dead
+	Outcome    Outcome // the last decision on record (Action is NoAction while in flight)
 	ClaimID    string
 	Attempts   int
 	Failures   int
@@ -26,12 +27,12 @@ func (r Record) Delivered() bool { return r.State == "done" }
 
 // Get returns the record of id; found is false when there is none.
 func (s *Store) Get(ctx context.Context, id string) (rec Record, found bool, err error) {
-	var claimID, lastErr, dead sql.NullString
+	var claimID, lastErr, dead, reason sql.NullString
 	var lastStatus, doneAt sql.NullInt64
 	var updated int64
 	err = s.db.QueryRowContext(ctx, `SELECT message_id, state, claim_id, attempts, failures, last_status,
-		last_error, dead_reason, updated_at, done_at FROM claims WHERE message_id = ?`, id).
-		Scan(&rec.MessageID, &rec.State, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &updated, &doneAt)
+		last_error, dead_reason, reason, updated_at, done_at FROM claims WHERE message_id = ?`, id).
+		Scan(&rec.MessageID, &rec.State, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &reason, &updated, &doneAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Record{}, false, nil
 	}
@@ -39,6 +40,7 @@ func (s *Store) Get(ctx context.Context, id string) (rec Record, found bool, err
 		return Record{}, false, err
 	}
 	rec.ClaimID, rec.LastError, rec.DeadReason = claimID.String, lastErr.String, dead.String
+	rec.Outcome = Outcome{stateAction(rec.State), parseStoredReason(reason.String)}
 	rec.LastStatus = int(lastStatus.Int64)
 	rec.UpdatedAt = time.UnixMilli(updated)
 	if doneAt.Valid {
@@ -49,7 +51,7 @@ func (s *Store) Get(ctx context.Context, id string) (rec Record, found bool, err
 
 // Attempts returns the attempt log of id, oldest first.
 func (s *Store) Attempts(ctx context.Context, id string) ([]Attempt, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT at, redelivered, status, COALESCE(error, ''), action, latency_ms
+	rows, err := s.db.QueryContext(ctx, `SELECT at, redelivered, status, COALESCE(error, ''), action, COALESCE(reason, ''), latency_ms
 		FROM attempts WHERE message_id = ? ORDER BY id`, id)
 	if err != nil {
 		return nil, err
@@ -59,11 +61,32 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 	for rows.Next() {
 		var a Attempt
 		var at, lat int64
-		if err := rows.Scan(&at, &a.Redelivered, &a.Status, &a.Error, &a.Action, &lat); err != nil {
+		var action, reason string
+		if err := rows.Scan(&at, &a.Redelivered, &a.Status, &a.Error, &action, &reason, &lat); err != nil {
 			return nil, err
 		}
+		a.Outcome = Outcome{parseAction(action), parseStoredReason(reason)}
 		a.At, a.Latency, a.Called = time.UnixMilli(at), time.Duration(lat)*time.Millisecond, a.Status != 0 || a.Error != ""
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// stateAction is the action behind a record's state.
+func stateAction(state string) Action {
+	for _, a := range []Action{Ack, Requeue, DeadLetter} {
+		if a.state() == state {
+			return a
+		}
+	}
+	return NoAction
+}
+
+func parseAction(s string) Action {
+	for i, w := range actionWords {
+		if w == s && s != "" {
+			return Action(i)
+		}
+	}
+	return NoAction
 }

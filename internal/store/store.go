@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -40,13 +41,18 @@ func Path(getenv func(string) string) string {
 
 // SchemaVersion is PRAGMA user_version of a file this code wrote. Open
 // migrates older files up to it and refuses newer ones.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
-var migrations = []string{
-	// 0 → 1
-	`CREATE TABLE claims (
+// migrations[v] takes a file from version v to v+1, inside one
+// transaction.
+var migrations = []func(ctx context.Context, tx *sql.Tx) error{
+	migrate1,
+	migrate2,
+}
+
+const schema1 = `CREATE TABLE claims (
 		message_id  TEXT PRIMARY KEY,
-		state       TEXT NOT NULL,            -- inflight | done | failed | dead | pending
+		state       TEXT NOT NULL,            -- inflight | done | failed | dead
 		owner       TEXT,                     -- host:pid:start of the process holding it inflight
 		lease_until INTEGER,                  -- unix ms; an inflight claim past it is free again
 		claim_id    TEXT,
@@ -54,7 +60,7 @@ var migrations = []string{
 		failures    INTEGER NOT NULL DEFAULT 0, -- transient failures of the current copy
 		last_status INTEGER,                  -- last HTTP status, 0 when there was no answer
 		last_error  TEXT,                     -- short error or response excerpt
-		dead_reason TEXT,                     -- why the last copy was dead-lettered
+		dead_reason TEXT,                     -- why the last copy was dead-lettered, in a sentence
 		updated_at  INTEGER NOT NULL,
 		done_at     INTEGER
 	) WITHOUT ROWID;
@@ -68,16 +74,67 @@ var migrations = []string{
 		action      TEXT NOT NULL,            -- ack | requeue | dead
 		latency_ms  INTEGER NOT NULL
 	);
-	CREATE INDEX attempts_by_message ON attempts(message_id, id);
-	-- The lab's word for the dedup record.
-	CREATE VIEW processed AS
-		SELECT message_id, claim_id, done_at AS processed_at FROM claims WHERE state = 'done';`,
+	CREATE INDEX attempts_by_message ON attempts(message_id, id);`
+
+// migrate1 creates the schema. A file that already has a table named
+// processed is the lab's consumer.py's dedup file, found at the default path
+// because the Go programs replace the Python scripts in place. It is adopted,
+// not refused: every message_id in it becomes a delivered record (so none of
+// those claims is sent again), and its table is left as it was. Only its
+// message_id column is relied on.
+func migrate1(ctx context.Context, tx *sql.Tx) error {
+	var labTable int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master
+		WHERE type = 'table' AND name = 'processed' COLLATE NOCASE`).Scan(&labTable); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, schema1); err != nil {
+		return err
+	}
+	if labTable == 0 {
+		// The lab's word for the dedup record, as a view of ours.
+		_, err := tx.ExecContext(ctx, `CREATE VIEW processed AS
+			SELECT message_id, claim_id, done_at AS processed_at FROM claims WHERE state = 'done'`)
+		return err
+	}
+	now := nowMS()
+	_, err := tx.ExecContext(ctx, `INSERT INTO claims (message_id, state, last_error, updated_at, done_at)
+		SELECT CAST(message_id AS TEXT), 'done', 'recorded by the lab''s consumer.py', ?, ?
+		FROM processed WHERE message_id IS NOT NULL AND CAST(message_id AS TEXT) <> ''
+		ON CONFLICT (message_id) DO NOTHING`, now, now)
+	if err != nil {
+		return fmt.Errorf("adopt the lab's processed table (it needs a message_id column): %w", err)
+	}
+	return nil
+}
+
+// migrate2 adds the recorded reason (the Reason word) to records and
+// attempts, so that dlq reads why instead of guessing it.
+func migrate2(ctx context.Context, tx *sql.Tx) error {
+	for _, q := range []string{
+		`ALTER TABLE claims ADD COLUMN reason TEXT`,
+		`ALTER TABLE attempts ADD COLUMN reason TEXT`,
+		`UPDATE claims SET reason = ` + backfillReason,
+		// v1 attempts kept only the action; a dead-letter attempt takes its
+		// claim's reason, which is right for the last one and the best
+		// there is for older ones.
+		`UPDATE attempts SET reason = CASE action
+			WHEN 'requeue' THEN 'retry'
+			WHEN 'dead' THEN (SELECT c.reason FROM claims c WHERE c.message_id = attempts.message_id AND c.state = 'dead')
+			END`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Store is an open dedup store.
 type Store struct {
 	db         *sql.DB
-	path       string
+	path       string // as the user named it (EAI_MQ_DB), for messages
+	file       string // the regular file it resolves to: SQLite's -wal lives beside it
 	owner      string
 	durability string   // the wanted durability of outcome records: full or normal
 	walSync    bool     // fsync the WAL ourselves for durable writes (full, in WAL mode)
@@ -110,9 +167,14 @@ func Open(path string, o Options) (*Store, error) {
 	if o.Synchronous != "full" && o.Synchronous != "normal" {
 		return nil, fmt.Errorf("synchronous must be full or normal, not %q", o.Synchronous)
 	}
+	given := path
+	path, err := resolve(path)
+	if err != nil {
+		return nil, fmt.Errorf("dedup store %s: %w", given, err)
+	}
 	if o.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("open dedup store %s: %w", path, err)
+			return nil, fmt.Errorf("open dedup store %s: %w", given, err)
 		}
 	} else {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -147,15 +209,15 @@ func Open(path string, o Options) (*Store, error) {
 		o.Owner = Owner()
 	}
 
-	s := &Store{db: db, path: path, owner: o.Owner, durability: o.Synchronous, reqs: make(chan *request, 256), stopped: make(chan struct{})}
+	s := &Store{db: db, path: given, file: path, owner: o.Owner, durability: o.Synchronous, reqs: make(chan *request, 256), stopped: make(chan struct{})}
 	if err := s.init(o.ReadOnly); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("dedup store %s: %w", path, err)
+		return nil, fmt.Errorf("dedup store %s: %w", given, err)
 	}
 	if !o.ReadOnly {
 		if err := s.prepare(); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("dedup store %s: %w", path, err)
+			return nil, fmt.Errorf("dedup store %s: %w", given, err)
 		}
 		go s.writer()
 	} else {
@@ -222,7 +284,7 @@ func (s *Store) init(readOnly bool) error {
 		return err
 	}
 	for ; v < SchemaVersion; v++ {
-		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		if err := migrations[v](ctx, tx); err != nil {
 			return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
 		}
 	}
@@ -311,6 +373,35 @@ func Key(messageID, guid string, body []byte) string {
 	return "sha256:" + hex.EncodeToString(h[:12])
 }
 
-// ReasonNoID is the dead-letter reason recorded for a message that has no
-// message_id and no guid.
-const ReasonNoID = "no message_id and no guid in the body"
+// resolve returns the regular file path names, following symbolic links
+// (a dangling one too: the file is then created where it points). SQLite
+// puts its -wal and -shm files beside the real file, and the writer fsyncs
+// that WAL itself, so it must know where the real file is. Anything but a
+// regular file or a new path (a device such as /dev/null, a directory, a
+// FIFO) is refused: SQLite would leave -journal files beside it, and no
+// record could be kept.
+func resolve(path string) (string, error) {
+	for range 40 {
+		fi, err := os.Lstat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return path, nil
+		case err != nil:
+			return "", err
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return "", err
+			}
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(path), target)
+			}
+			path = target
+		case !fi.Mode().IsRegular():
+			return "", fmt.Errorf("not a regular file (%s): set %s to a file path", fi.Mode().Type(), EnvPath)
+		default:
+			return path, nil
+		}
+	}
+	return "", errors.New("too many levels of symbolic links")
+}

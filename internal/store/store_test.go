@@ -30,40 +30,40 @@ func TestDedupLifecycle(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("file mode: %v %v", fi.Mode(), err)
 	}
-	res, fails, err := s.Begin(ctx, "g1", "C-1", true, time.Minute)
-	if err != nil || res != Acquired || fails != 0 {
-		t.Fatalf("first Begin: %v %d %v", res, fails, err)
+	b, err := s.Begin(ctx, "g1", "C-1", true, time.Minute)
+	if err != nil || b.Result != Acquired || b.Failures != 0 {
+		t.Fatalf("first Begin: %+v %v", b, err)
 	}
 	// A transient failure, then the redelivered copy sees it.
-	if err := s.Finish(ctx, "g1", Attempt{Status: 503, Action: "requeue", Called: true}, ""); err != nil {
+	if _, err := s.Finish(ctx, "g1", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil {
 		t.Fatal(err)
 	}
-	if res, fails, _ := s.Begin(ctx, "g1", "", false, time.Minute); res != Acquired || fails != 1 {
-		t.Fatalf("redelivered Begin: %v failures %d, want acquired 1", res, fails)
+	if b, _ := s.Begin(ctx, "g1", "", false, time.Minute); b.Result != Acquired || b.Failures != 1 {
+		t.Fatalf("redelivered Begin: %+v, want acquired with 1 failure", b)
 	}
 	// A fresh copy of the same id starts over.
-	if res, fails, _ := s.Begin(ctx, "g1", "", true, time.Minute); res != Acquired || fails != 0 {
-		t.Fatalf("fresh Begin: %v failures %d, want acquired 0", res, fails)
+	if b, _ := s.Begin(ctx, "g1", "", true, time.Minute); b.Result != Acquired || b.Failures != 0 {
+		t.Fatalf("fresh Begin: %+v, want acquired with 0 failures", b)
 	}
-	if err := s.Finish(ctx, "g1", Attempt{Status: 201, Action: "ack", Called: true}, ""); err != nil {
-		t.Fatal(err)
+	if out, err := s.Finish(ctx, "g1", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
+		t.Fatal(out, err)
 	}
-	if res, _, _ := s.Begin(ctx, "g1", "", true, time.Minute); res != Duplicate {
-		t.Fatalf("after ack: %v, want duplicate", res)
+	if b, _ := s.Begin(ctx, "g1", "", true, time.Minute); b.Result != Done {
+		t.Fatalf("after ack: %v, want done", b.Result)
 	}
 	s.Close()
 	// The record survives a restart.
 	s2 := open(t, path, Options{})
-	if res, _, _ := s2.Begin(ctx, "g1", "", true, time.Minute); res != Duplicate {
-		t.Fatalf("after reopen: %v, want duplicate", res)
+	if b, _ := s2.Begin(ctx, "g1", "", true, time.Minute); b.Result != Done {
+		t.Fatalf("after reopen: %v, want done", b.Result)
 	}
 	rec, found, err := s2.Get(ctx, "g1")
-	if err != nil || !found || !rec.Delivered() || rec.Attempts != 2 || rec.ClaimID != "C-1" || rec.LastStatus != 201 {
+	if err != nil || !found || !rec.Delivered() || rec.Attempts != 2 || rec.ClaimID != "C-1" || rec.LastStatus != 201 || rec.Outcome != OutDelivered {
 		t.Fatalf("record: %+v %v %v", rec, found, err)
 	}
 	as, err := s2.Attempts(ctx, "g1")
 	// The log keeps the failure; the success is told by the record.
-	if err != nil || len(as) != 1 || as[0].Status != 503 || as[0].Action != "requeue" {
+	if err != nil || len(as) != 1 || as[0].Status != 503 || as[0].Outcome != OutRetry {
 		t.Fatalf("attempts: %+v %v", as, err)
 	}
 	var n int
@@ -76,19 +76,19 @@ func TestLeaseBetweenProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.db")
 	a := open(t, path, Options{Owner: "elsewhere:1:1"})
 	b := open(t, path, Options{})
-	if res, _, _ := a.Begin(ctx, "g", "", true, 300*time.Millisecond); res != Acquired {
+	if got, _ := a.Begin(ctx, "g", "", true, 300*time.Millisecond); got.Result != Acquired {
 		t.Fatal("a did not acquire")
 	}
-	if res, _, _ := b.Begin(ctx, "g", "", true, time.Minute); res != Busy {
-		t.Fatalf("b: %v, want busy while a's lease runs", res)
+	if got, _ := b.Begin(ctx, "g", "", true, time.Minute); got.Result != Busy {
+		t.Fatalf("b: %v, want busy while a's lease runs", got.Result)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		res, _, err := b.Begin(ctx, "g", "", true, time.Minute)
+		got, err := b.Begin(ctx, "g", "", true, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res == Acquired {
+		if got.Result == Acquired {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -105,8 +105,8 @@ func TestDeadOwnerOnThisHostIsTakenAtOnce(t *testing.T) {
 	a := open(t, path, Options{Owner: fmt.Sprintf("%s:1:x", host)})
 	b := open(t, path, Options{})
 	a.Begin(ctx, "g", "", true, time.Hour)
-	if res, _, _ := b.Begin(ctx, "g", "", true, time.Hour); res != Acquired {
-		t.Fatalf("b: %v, want acquired: the owner no longer runs", res)
+	if got, _ := b.Begin(ctx, "g", "", true, time.Hour); got.Result != Acquired {
+		t.Fatalf("b: %v, want acquired: the owner no longer runs", got.Result)
 	}
 }
 
@@ -123,11 +123,11 @@ func TestOneWinnerUnderConcurrency(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, _, err := stores[i%2].Begin(ctx, id, "", true, time.Minute)
+				got, err := stores[i%2].Begin(ctx, id, "", true, time.Minute)
 				if err != nil {
 					t.Error(err)
 				}
-				if res == Acquired {
+				if got.Result == Acquired {
 					won.Add(1)
 				}
 			}()
