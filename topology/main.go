@@ -33,15 +33,30 @@
 //
 // Environment:
 //
-//	EAI_AMQP_URL  broker address (default amqp://guest:guest@127.0.0.1:5672/%2F)
+//	EAI_AMQP_URL   broker address (default amqp://guest:guest@127.0.0.1:5672/%2F);
+//	               amqps:// speaks TLS 1.2 or later and checks the broker's
+//	               certificate against the URL's host name
+//	EAI_AMQP_CA    PEM file of the CA that signs the broker's certificate
+//	               (default: the system's roots)
+//	EAI_AMQP_CERT  PEM client certificate and its key, for a broker that
+//	EAI_AMQP_KEY   asks for one
+//
+// No message shows the password of EAI_AMQP_URL, however the URL is
+// malformed. A connection that fails says on its first line what to do.
 //
 // Exit status:
 //
-//	0   declared (or, with -check, everything is as the contract says)
-//	2   usage error
-//	69  the broker cannot be reached
-//	78  an object differs from the contract (406), or -check found one
-//	    missing or different
+//	0    declared (or, with -check, everything is as the contract says)
+//	2    usage error, or an EAI_AMQP_URL that cannot be used (unparsable,
+//	     port out of range)
+//	69   the broker cannot be reached: refused, unreachable, no answer
+//	     within -timeout, or amqps:// against a port that does not speak TLS
+//	77   the broker refused the user or password
+//	78   an object differs from the contract (406), or -check found one
+//	     missing or different; or the vhost does not exist; or a TLS
+//	     setting is wrong (the broker's certificate is not trusted or not
+//	     valid for the URL's host, a certificate file cannot be read)
+//	130  interrupted (SIGINT, SIGTERM) while connecting
 package main
 
 import (
@@ -78,7 +93,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"Declares (or with -check verifies) eai.claim, eai.dlx, claim.in, claim.dead\n"+
 			"and their bindings in the vhost of EAI_AMQP_URL. Safe to run twice.\n\nflags:\n")
 		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nexit status: 0 ok, 2 usage, 69 broker unreachable, 78 topology differs or is missing\n")
+		fmt.Fprintf(fs.Output(), "\nexit status: 0 ok, 2 usage or unusable EAI_AMQP_URL, 69 broker unreachable,\n"+
+			"77 user or password refused, 78 topology differs or is missing, vhost unknown or a TLS\n"+
+			"setting wrong, 130 interrupted while connecting\n")
 	}
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -90,11 +107,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	raw := broker.URL(getenv)
 	vhost, err := broker.VHost(raw)
 	if err != nil {
-		return cli.Exit(cli.ExitUsage, err)
+		return err // exit 2: the URL is an argument
 	}
-	conn, err := broker.Dial(raw, "topology", *timeout)
+	// The dial's error carries its own exit code (69, 77, 78, 130).
+	conn, err := broker.Dialer{Program: "topology", Timeout: *timeout, Getenv: getenv}.Dial(ctx, raw)
 	if err != nil {
-		return cli.Exit(cli.ExitUnavailable, err)
+		return err
 	}
 	defer broker.Close(conn)
 

@@ -1,17 +1,24 @@
 // Package broker holds what every eaimq program does the same way with the
-// AMQP address: read it from the environment, dial it, and print it without
-// the password.
+// AMQP address: read it from the environment, dial it (over TLS for
+// amqps://), say what to do when that fails, and print it without the
+// password.
+//
+// No error that leaves this package holds the raw URL or its password, in
+// any spelling: they are built from the redacted URL, and the library's own
+// text is scrubbed. Errors from Dial and VHost are *cli.Error values that
+// carry their exit code (see DialContext).
 package broker
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/cli"
 )
 
 // EnvURL is the environment variable every program reads the broker address
@@ -29,72 +36,71 @@ func URL(getenv func(string) string) string {
 	return DefaultURL
 }
 
-// Redact returns raw with the password of its userinfo replaced, so that an
-// address can go into any message or log line.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable AMQP URL)"
+// URLError is an AMQP address that cannot be used as written: why says
+// what is wrong and how to write it, URL is the address redacted.
+type URLError struct {
+	URL string
+	Why string
+}
+
+func (e *URLError) Error() string { return fmt.Sprintf("invalid AMQP URL %s: %s", e.URL, e.Why) }
+
+// encodeHint is the fix for most unparsable addresses.
+const encodeHint = `percent-encode reserved characters in the user, password and vhost ("%" as %25, "@" as %40, "/" as %2F, "?" as %3F, "#" as %23, ":" as %3A)`
+
+// parse is amqp.ParseURI with the checks it leaves to the dial (the port's
+// range) or gets wrong silently (an "@" after the host, where an unencoded
+// "/" in a password puts it), and errors that never echo raw. Its errors
+// are *cli.Error with ExitUsage: a URL is an argument.
+func parse(raw string) (amqp.URI, error) {
+	fail := func(why string) (amqp.URI, error) {
+		return amqp.URI{}, cli.Exit(cli.ExitUsage, &URLError{URL: RedactURL(raw), Why: why})
 	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	prefix, rest := splitScheme(raw)
+	switch strings.ToLower(prefix) {
+	case "amqp://", "amqps://":
+	default:
+		return fail("it must start with amqp:// or amqps:// (amqp://user:password@host:5672/vhost)")
+	}
+	if strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fail("it contains a space or a control character; " + encodeHint)
+	}
+	if _, tail := splitAuthority(rest); strings.Contains(tail, "@") {
+		return fail(`an "@" after the host: ` + encodeHint)
+	}
+	if _, err := url.Parse(raw); err != nil {
+		var esc url.EscapeError
+		var host url.InvalidHostError
+		switch {
+		case errors.As(err, &esc):
+			return fail(`a "%" is not followed by two hex digits; ` + encodeHint)
+		case errors.As(err, &host):
+			return fail("the host has a character no host name has; " + encodeHint)
+		case strings.Contains(err.Error(), "invalid port"):
+			return fail("the port is not a number; " + encodeHint)
 		}
+		return fail("it does not parse as a URL; " + encodeHint)
 	}
-	return u.String()
+	u, err := amqp.ParseURI(raw)
+	if err != nil {
+		return fail(scrub(err.Error(), raw))
+	}
+	if u.Port < 1 || u.Port > 65535 {
+		return fail(fmt.Sprintf("port %d is out of range (1-65535; RabbitMQ listens on 5672, or 5671 for TLS)", u.Port))
+	}
+	return u, nil
 }
 
 // VHost returns the virtual host an AMQP URI names ("/" when it names none),
-// using the client library's own parser so that it agrees with Dial.
+// using the client library's own parser so that it agrees with Dial. A URL
+// that cannot be used fails with exit code 2, as Dial would.
 func VHost(raw string) (string, error) {
-	u, err := amqp.ParseURI(raw)
+	u, err := parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("parse %s: %w", Redact(raw), err)
+		return "", err
 	}
 	return u.Vhost, nil
 }
-
-// Dial connects to raw with a heartbeat short enough that a dead TCP
-// connection is noticed in seconds, names the connection after the program
-// (it shows in rabbitmqctl list_connections), and speaks TLS for amqps://.
-func Dial(raw, program string, timeout time.Duration) (*amqp.Connection, error) {
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	props := amqp.NewConnectionProperties()
-	props.SetClientConnectionName(fmt.Sprintf("%s[%d]", program, os.Getpid()))
-	cfg := amqp.Config{
-		Heartbeat:  5 * time.Second,
-		Locale:     "en_US",
-		Properties: props,
-		Dial:       amqp.DefaultDial(timeout),
-	}
-	if u, err := amqp.ParseURI(raw); err == nil && u.Scheme == "amqps" {
-		cfg.TLSClientConfig = &tls.Config{ServerName: u.Host, MinVersion: tls.VersionTLS12}
-	}
-	conn, err := amqp.DialConfig(raw, cfg)
-	if err != nil {
-		return nil, &DialError{URL: Redact(raw), Err: err}
-	}
-	return conn, nil
-}
-
-// DialError says where a connection was tried, without the password.
-type DialError struct {
-	URL string
-	Err error
-}
-
-func (e *DialError) Error() string {
-	msg := e.Err.Error()
-	var ae *amqp.Error
-	if errors.As(e.Err, &ae) && ae.Code == amqp.AccessRefused {
-		msg += " (check the user, password and vhost; guest may only connect over loopback)"
-	}
-	return fmt.Sprintf("connect to %s: %s (is the broker up? scripts/mq-up.sh starts one)", e.URL, msg)
-}
-
-func (e *DialError) Unwrap() error { return e.Err }
 
 // Code returns the AMQP reply code of err (404, 406, ...), or 0.
 func Code(err error) int {
@@ -118,7 +124,7 @@ func Reason(err error) string {
 // IsLocal reports whether the broker at raw is on this machine, so that
 // rabbitmqctl reaches the same node.
 func IsLocal(raw string) bool {
-	u, err := amqp.ParseURI(raw)
+	u, err := parse(raw)
 	if err != nil {
 		return false
 	}

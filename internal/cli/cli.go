@@ -13,14 +13,16 @@ import (
 // script calling several of them reads the same number the same way.
 const (
 	ExitOK          = 0
-	ExitFailure     = 1  // the job ran and something in it failed
-	ExitUsage       = 2  // bad flags or arguments
-	ExitDataErr     = 65 // EX_DATAERR: input that is not a valid claim
-	ExitUnavailable = 69 // EX_UNAVAILABLE: the broker cannot be reached
-	ExitSoftware    = 70 // EX_SOFTWARE: an internal error
-	ExitIOErr       = 74 // EX_IOERR: a local file (status file, dedup store) failed
-	ExitTempFail    = 75 // EX_TEMPFAIL: outcome unknown; trying again is safe
-	ExitConfig      = 78 // EX_CONFIG: the topology or broker setting is missing or differs
+	ExitFailure     = 1   // the job ran and something in it failed
+	ExitUsage       = 2   // bad flags or arguments
+	ExitDataErr     = 65  // EX_DATAERR: input that is not a valid claim
+	ExitUnavailable = 69  // EX_UNAVAILABLE: the broker cannot be reached
+	ExitSoftware    = 70  // EX_SOFTWARE: an internal error
+	ExitIOErr       = 74  // EX_IOERR: a local file (status file, dedup store) failed
+	ExitTempFail    = 75  // EX_TEMPFAIL: outcome unknown; trying again is safe
+	ExitNoPerm      = 77  // EX_NOPERM: the broker refused the user or password
+	ExitConfig      = 78  // EX_CONFIG: the topology or broker setting is missing or differs
+	ExitInterrupted = 130 // 128+SIGINT: a signal ended the program before its work was done
 )
 
 // Error is an error with the exit code it ends the program with.
@@ -33,16 +35,27 @@ func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
 // Exit wraps err with code; a nil err stays nil.
+//
+// An err that already is, or wraps, an *Error keeps its own code: the code
+// was chosen where the most was known. broker.Dial, for one, tells a wrong
+// password (77) from an unknown vhost (78) from a broker that is down (69),
+// and a caller's general Exit(ExitUnavailable, err) around it must not flatten
+// that into one number. So code is the fallback for errors that carry none.
 func Exit(code int, err error) error {
 	if err == nil {
 		return nil
 	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
 	return &Error{Code: code, Err: err}
 }
 
-// Exitf is Exit with a formatted error.
+// Exitf is Exit with a formatted error; like Exit, an *Error wrapped with
+// %w keeps its own code.
 func Exitf(code int, format string, a ...any) error {
-	return &Error{Code: code, Err: fmt.Errorf(format, a...)}
+	return Exit(code, fmt.Errorf(format, a...))
 }
 
 // Usagef is a usage mistake: exit 2.
@@ -92,7 +105,8 @@ func Report(w io.Writer, program string, err error) {
 }
 
 // Broker maps an error from talking to the broker to its exit code: a
-// missing piece of topology is 78, anything else 69.
+// missing piece of topology is 78, anything else 69 (unless err carries its
+// own code, as Exit explains).
 func Broker(err error, missing error) error {
 	if err == nil {
 		return nil

@@ -1,0 +1,255 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/cli"
+)
+
+// Dial is DialContext without a way to stop it but its timeout.
+func Dial(raw, program string, timeout time.Duration) (*amqp.Connection, error) {
+	return DialContext(context.Background(), raw, program, timeout)
+}
+
+// DialContext connects to raw with a heartbeat short enough that a dead TCP
+// connection is noticed in seconds, names the connection after the program
+// (it shows in rabbitmqctl list_connections), and speaks TLS for amqps://
+// (see Dialer for the certificates). timeout bounds the TCP connect and the
+// TLS and AMQP handshakes together (10 s when zero); ctx ends them at once.
+// TLS settings come from the process environment.
+//
+// Every error is a *cli.Error whose code is the one rule all programs
+// follow:
+//
+//	2    the URL cannot be used (unparsable, port out of range)
+//	69   the broker cannot be reached: refused, unreachable, no answer in
+//	     time, a port that does not speak TLS, a connection limit
+//	77   the broker refused the user or password (or the user's access to
+//	     the vhost)
+//	78   the vhost does not exist; or a TLS setting is wrong: the server's
+//	     certificate is not trusted or not valid for the host, a client
+//	     certificate is missing or unreadable, EAI_AMQP_CA is unreadable
+//	130  ctx ended (a signal) before the connection was open
+//
+// Its first line says what to do.
+func DialContext(ctx context.Context, raw, program string, timeout time.Duration) (*amqp.Connection, error) {
+	return Dialer{Program: program, Timeout: timeout}.Dial(ctx, raw)
+}
+
+// Environment variables for amqps://. Each file is PEM.
+const (
+	// EnvCA names the CA certificate(s) that sign the broker's certificate;
+	// without it, the system's roots are trusted.
+	EnvCA = "EAI_AMQP_CA"
+	// EnvCert and EnvKey name the client certificate and its key, for a
+	// broker that asks for one (ssl_options.verify = verify_peer with
+	// fail_if_no_peer_cert).
+	EnvCert = "EAI_AMQP_CERT"
+	EnvKey  = "EAI_AMQP_KEY"
+)
+
+// Dialer connects to a broker; its zero value works.
+type Dialer struct {
+	Program string        // names the connection; default "eaimq"
+	Timeout time.Duration // TCP connect and handshakes together; default 10 s
+	// Getenv reads EAI_AMQP_CA, EAI_AMQP_CERT and EAI_AMQP_KEY; default
+	// os.Getenv. The URL's own cacertfile, certfile, keyfile and
+	// server_name_indication query parameters apply when those are unset.
+	Getenv func(string) string
+}
+
+// Dial connects to raw as DialContext describes.
+func (d Dialer) Dial(ctx context.Context, raw string) (*amqp.Connection, error) {
+	uri, err := parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	timeout, program, getenv := d.Timeout, d.Program, d.Getenv
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if program == "" {
+		program = "eaimq"
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	fail := func(code int, cause error, fix string) error {
+		return cli.Exit(code, &DialError{URL: RedactURL(raw), Err: cause, raw: raw, fix: fix})
+	}
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(fmt.Sprintf("%s[%d]", program, os.Getpid()))
+	// The library dials with this, so the TCP connect stops when ctx ends;
+	// after it, closing the socket is the only way to stop a TLS or AMQP
+	// handshake a silent peer never finishes.
+	var stop func() bool
+	cfg := amqp.Config{
+		Heartbeat:  5 * time.Second,
+		Locale:     "en_US",
+		Properties: props,
+		Dial: func(network, addr string) (net.Conn, error) {
+			conn, err := (&net.Dialer{Timeout: timeout}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// Cleared by the library once the connection is open; the
+			// heartbeat takes over.
+			conn.SetDeadline(time.Now().Add(timeout))
+			stop = context.AfterFunc(ctx, func() { conn.Close() })
+			return conn, nil
+		},
+	}
+	if uri.Scheme == "amqps" {
+		tc, code, err := tlsConfig(uri, getenv)
+		if err != nil {
+			return nil, fail(code, err, "")
+		}
+		cfg.TLSClientConfig = tc
+	}
+	conn, err := amqp.DialConfig(raw, cfg)
+	if stop != nil && !stop() && err == nil {
+		// ctx ended just as the handshake finished: the socket is closed.
+		err = ctx.Err()
+	}
+	if err != nil {
+		if conn != nil {
+			conn.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, fail(cli.ExitInterrupted, fmt.Errorf("interrupted while connecting: %w", ctx.Err()), "")
+		}
+		code, fix := classify(err, uri, timeout)
+		return nil, fail(code, err, fix)
+	}
+	return conn, nil
+}
+
+// DialError is a failed connection: where it was tried (without the
+// password), the cause, and what to do.
+type DialError struct {
+	URL string // redacted
+	Err error
+	raw string
+	fix string
+}
+
+// Error reads "connect to URL: cause; fix" on one line, the cause scrubbed
+// of the password in case a library ever puts the address into its text.
+func (e *DialError) Error() string {
+	cause := e.Err.Error()
+	var ae *amqp.Error
+	if errors.As(e.Err, &ae) {
+		cause = ae.Reason // the broker's words, without the library's frame
+	}
+	msg := fmt.Sprintf("connect to %s: %s", e.URL, scrub(cause, e.raw))
+	if e.fix != "" {
+		msg += "; " + e.fix
+	}
+	return msg
+}
+
+func (e *DialError) Unwrap() error { return e.Err }
+
+// Fix is the advice of the error: what to do about it.
+func (e *DialError) Fix() string { return e.fix }
+
+const fixUp = "is the broker up? (scripts/mq-up.sh starts one)"
+
+var vhostNotFound = regexp.MustCompile(`(?i)vhost .* not found`)
+
+// classify maps a failed dial to its exit code and the fix to print.
+func classify(err error, uri amqp.URI, timeout time.Duration) (int, string) {
+	hostport := net.JoinHostPort(uri.Host, fmt.Sprint(uri.Port))
+	var (
+		ae       *amqp.Error
+		hostErr  x509.HostnameError
+		authErr  x509.UnknownAuthorityError
+		certErr  x509.CertificateInvalidError
+		recErr   tls.RecordHeaderError
+		dnsErr   *net.DNSError
+		netErr   net.Error
+		vhostArg = shellQuote(uri.Vhost)
+	)
+	switch {
+	case errors.Is(err, amqp.ErrVhost):
+		return cli.ExitConfig, fmt.Sprintf("the broker refused vhost %q: create it (rabbitmqctl add_vhost %s) or grant %s access (rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*')",
+			uri.Vhost, vhostArg, uri.Username, vhostArg, shellQuote(uri.Username))
+	case errors.Is(err, amqp.ErrSASL):
+		return cli.ExitConfig, "the broker offers no login mechanism this client speaks (PLAIN, AMQPLAIN)"
+	case errors.As(err, &ae) && ae.Code == amqp.NotAllowed && vhostNotFound.MatchString(ae.Reason):
+		return cli.ExitConfig, fmt.Sprintf("vhost %q does not exist: rabbitmqctl add_vhost %s, then rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*'",
+			uri.Vhost, vhostArg, vhostArg, shellQuote(uri.Username))
+	case errors.As(err, &ae) && ae.Code == amqp.NotAllowed && strings.Contains(ae.Reason, "refused for user"):
+		return cli.ExitNoPerm, fmt.Sprintf("user %q has no access to vhost %q: rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*'",
+			uri.Username, uri.Vhost, vhostArg, shellQuote(uri.Username))
+	case errors.As(err, &ae) && ae.Code == amqp.AccessRefused:
+		return cli.ExitNoPerm, fmt.Sprintf("the broker refused user %q: check the user and password (and that the user may log in from here: guest may only connect over loopback)", uri.Username)
+	case errors.As(err, &ae):
+		return cli.ExitUnavailable, "the broker closed the connection while it was opened: " + fixUp
+	case errors.As(err, &hostErr):
+		return cli.ExitConfig, fmt.Sprintf("the certificate of %s is not valid for %q, only for %s: connect by a name it lists, or have it reissued for %s",
+			hostport, uri.Host, validFor(hostErr.Certificate), uri.Host)
+	case errors.As(err, &authErr):
+		issuer := ""
+		if authErr.Cert != nil {
+			issuer = fmt.Sprintf(" (issuer %q)", authErr.Cert.Issuer.String())
+		}
+		return cli.ExitConfig, fmt.Sprintf("the certificate of %s is signed by an authority this machine does not trust%s: set %s to the CA's PEM file", hostport, issuer, EnvCA)
+	case errors.As(err, &certErr):
+		return cli.ExitConfig, fmt.Sprintf("the certificate of %s is not acceptable: renew it, or set %s to the CA that signs it", hostport, EnvCA)
+	case errors.As(err, &recErr):
+		return cli.ExitUnavailable, fmt.Sprintf("this port does not speak TLS: use amqp:// for %s, or the broker's TLS port (usually 5671)", hostport)
+	case strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "bad certificate"):
+		return cli.ExitConfig, fmt.Sprintf("the broker wants a client certificate it trusts: set %s and %s to its PEM files", EnvCert, EnvKey)
+	case errors.As(err, &dnsErr):
+		return cli.ExitUnavailable, fmt.Sprintf("host %q not found: check the host in %s; %s", uri.Host, EnvURL, fixUp)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return cli.ExitUnavailable, fixUp
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return cli.ExitUnavailable, fmt.Sprintf("no answer from %s within %s: %s", hostport, timeout, fixUp)
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		return cli.ExitUnavailable, fmt.Sprintf("%s hung up during the handshake (is it a RabbitMQ AMQP port? for amqps://, is it the TLS port?): %s", hostport, fixUp)
+	}
+	return cli.ExitUnavailable, fixUp
+}
+
+// validFor lists the names a certificate is valid for.
+func validFor(c *x509.Certificate) string {
+	if c == nil {
+		return "other names"
+	}
+	var names []string
+	for _, n := range c.DNSNames {
+		names = append(names, fmt.Sprintf("%q", n))
+	}
+	for _, ip := range c.IPAddresses {
+		names = append(names, fmt.Sprintf("%q", ip.String()))
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("no name (CN %q, and no subject alternative names)", c.Subject.CommonName)
+	}
+	return strings.Join(names, ", ")
+}
+
+// shellQuote quotes s for a command line a user can paste.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:@%+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
