@@ -330,17 +330,16 @@ func equalInts(a, b []int) bool {
 //
 //   - an accepted guid passes Check and HeaderValue, survives net/http as
 //     a header value byte for byte, and is what Peek returns;
-//
 //   - Guid accepts nothing encoding/json calls malformed, and an accepted
 //     guid is what encoding/json reads for that member;
-//
 //   - an accepted guid is exactly the text its raw JSON content spells
 //     (units), so two accepted guids are equal only when their raw
 //     contents spell the same text: nothing is normalised into a collision;
-//
 //   - whatever Check accepts survives net/http.
 //
-//     go test -run '^$' -fuzz '^FuzzGuid$' -fuzztime 20s ./internal/claimid
+// Run it with
+//
+//	go test -run '^$' -fuzz '^FuzzGuid$' -fuzztime 20s ./internal/claimid
 func FuzzGuid(f *testing.F) {
 	seeds := []string{
 		`{"guid":"sur-\ud800"}`, `{"guid":"sur-\udbff"}`, `{"guid":"sur-\udc00"}`,
