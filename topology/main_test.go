@@ -3,10 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/cli"
 	"eaimq/internal/rabbitctl"
@@ -135,16 +141,115 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-func TestUnreachableBrokerIsRedacted(t *testing.T) {
-	var out, errb bytes.Buffer
-	getenv := func(k string) string {
-		return map[string]string{"EAI_AMQP_URL": "amqp://guest:s3cret@127.0.0.1:1/x"}[k]
+// TestBadInputs: each way the address or the arguments can be wrong ends
+// in its documented exit code, with the fix on the first line of stderr as
+// main prints it, and never the password.
+func TestBadInputs(t *testing.T) {
+	vh := brokertest.New(t)
+	u, err := url.Parse(vh.URL)
+	if err != nil {
+		t.Fatal(err)
 	}
-	err := run(context.Background(), nil, getenv, &out, &errb)
-	if cli.Code(err) != cli.ExitUnavailable {
-		t.Fatalf("exit %d, want %d (%v)", cli.Code(err), cli.ExitUnavailable, err)
+	const pw = "S3ntinel-pw"
+	closed := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}()
+	for _, tc := range []struct {
+		name, url string
+		args      []string
+		code      int
+		first     string // the first line of stderr starts with this
+		has       string // and says this
+	}{
+		{"unparsable URL", "amqp://guest:" + pw + "%zz@" + u.Host + "/x", nil, cli.ExitUsage,
+			"topology: invalid AMQP URL amqp://guest:xxxxx@", `"%" as %25`},
+		{"bad port", "amqp://guest:" + pw + "@127.0.0.1:99999/x", nil, cli.ExitUsage,
+			"topology: invalid AMQP URL amqp://guest:xxxxx@127.0.0.1:99999/x", "out of range"},
+		{"unknown vhost", "amqp://guest:guest@" + u.Host + "/no-such-" + vh.Name, nil, cli.ExitConfig,
+			"topology: connect to amqp://guest:xxxxx@", "rabbitmqctl add_vhost no-such-" + vh.Name},
+		{"wrong password", "amqp://guest:" + pw + "@" + u.Host + u.EscapedPath(), nil, cli.ExitNoPerm,
+			"topology: connect to amqp://guest:xxxxx@", "check the user and password"},
+		{"unreachable", "amqp://guest:" + pw + "@" + closed + "/x", nil, cli.ExitUnavailable,
+			"topology: connect to amqp://guest:xxxxx@" + closed + "/x", "is the broker up? (scripts/mq-up.sh starts one)"},
+		{"unexpected argument", vh.URL, []string{"extra"}, cli.ExitUsage,
+			"usage: topology", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			getenv := func(k string) string { return map[string]string{broker.EnvURL: tc.url}[k] }
+			err := run(context.Background(), tc.args, getenv, &out, &errb)
+			cli.Report(&errb, "topology", err) // as main does
+			stderr := errb.String()
+			first, _, _ := strings.Cut(stderr, "\n")
+			if got := cli.Code(err); got != tc.code {
+				t.Errorf("exit %d, want %d\n%s", got, tc.code, stderr)
+			}
+			if !strings.HasPrefix(first, tc.first) || !strings.Contains(first, tc.has) {
+				t.Errorf("first line of stderr:\n %s\nwant it to start %q and say %q", first, tc.first, tc.has)
+			}
+			if strings.Contains(stderr+out.String(), pw) {
+				t.Errorf("the password shows:\n%s%s", out.String(), stderr)
+			}
+		})
 	}
-	if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "mq-up.sh") {
-		t.Errorf("message: %v", err)
+}
+
+// TestInterruptWhileDialing: a peer that accepts the TCP connection and
+// never answers would hold the AMQP handshake for the whole -timeout;
+// SIGINT must end topology within a second, with exit 130.
+func TestInterruptWhileDialing(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	t.Cleanup(func() { l.Close() })
+
+	cmd := exec.Command(brokertest.Binary(t, "eaimq/topology"), "-timeout", "60s")
+	cmd.Env = append(os.Environ(), broker.EnvURL+"=amqp://guest:guest@"+l.Addr().String()+"/x")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	select {
+	case c := <-accepted: // it is in the handshake now
+		defer c.Close()
+	case err := <-done:
+		t.Fatalf("topology exited before it connected: %v\n%s", err, errb.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("topology did not connect to the listener within 10s")
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("topology still running 5s after SIGINT (it waits for -timeout 60s)\n%s", errb.String())
+	}
+	if took := time.Since(sent); took > time.Second {
+		t.Errorf("topology exited %s after SIGINT, want within 1s", took)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != cli.ExitInterrupted || !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("exit %d, want %d saying it was interrupted:\n%s", code, cli.ExitInterrupted, errb.String())
 	}
 }
