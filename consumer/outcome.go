@@ -1,63 +1,80 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
-// class is what a partner answer means for the claim.
-type class int
-
-const (
-	success   class = iota // 2xx
-	permanent              // 4xx but 408 and 429: trying again gives the same answer
-	transient              // 5xx, 408, 429, no answer (refused, reset, timeout), anything unexpected
+	"eaimq/internal/store"
 )
 
-func (c class) String() string { return [...]string{"success", "permanent", "transient"}[c] }
-
-// classify maps an HTTP status (0 when the call got no answer) to a class.
+// decide turns the partner's answer into what happens to the delivery. It
+// is the one place that reads an HTTP status; everything after it (the
+// store, the summary, dlq) speaks the store.Outcome it returns.
 //
-//	2xx              success      ack after the record
-//	408, 429         transient    the partner asks us to come back
-//	other 4xx        permanent    dead-letter now; requeueing makes a poison message
-//	5xx, no answer   transient    one retry, then dead-letter
-//	1xx, 3xx         transient    unexpected: never loops, one retry then dead-letter
-func classify(status int) class {
+//	status                      outcome
+//	in the accepted set (201)   delivered: record, then ack
+//	another 2xx                 unexpected status: dead-letter now. A proxy's
+//	                            or a health page's 200 is not a creation, and
+//	                            recording it as delivered would make every
+//	                            later copy a "duplicate" no partner ever saw
+//	408, 429                    transient: the partner asks us to come back
+//	other 4xx                   rejected: dead-letter now; requeueing makes a
+//	                            poison message
+//	5xx, no answer (0)          transient
+//	1xx, 3xx                    unexpected: the transient rule, so one retry
+//	                            then the DLQ, never a loop
+//
+// A transient failure is requeued once: it is dead-lettered only when the
+// delivery is a redelivery AND an earlier failure of this copy is on
+// record. Both signals are needed: redelivered alone is also set when a
+// consumer died before calling the partner (no failure yet, so it keeps its
+// retry), and a record alone would also cover an older copy of a
+// republished claim (a fresh copy gets its retry again).
+func decide(status int, accept acceptSet, redelivered bool, priorFailures int) store.Outcome {
 	switch {
+	case accept.has(status):
+		return store.OutDelivered
 	case status >= 200 && status < 300:
-		return success
+		return store.OutUnexpected
 	case status == 408 || status == 429:
-		return transient
+		// transient, below
 	case status >= 400 && status < 500:
-		return permanent
-	}
-	return transient
-}
-
-// action is what the consumer does with the delivery.
-type action int
-
-const (
-	ack        action = iota // basic.ack
-	requeue                  // basic.nack requeue=true
-	deadLetter               // basic.reject requeue=false → eai.dlx → claim.dead
-)
-
-func (a action) String() string { return [...]string{"ack", "requeue", "dead"}[a] }
-
-// decide turns a class into an action. A transient failure is requeued once:
-// it is dead-lettered only when the delivery is a redelivery AND an earlier
-// failure of this copy is on record. Both signals are needed: redelivered
-// alone is also set when a consumer died before calling the partner (no
-// failure yet, so it keeps its retry), and a record alone would also cover
-// an older copy of a republished claim (a fresh copy gets its retry again).
-func decide(c class, redelivered bool, priorFailures int) (action, string) {
-	switch c {
-	case success:
-		return ack, ""
-	case permanent:
-		return deadLetter, "rejected by the claim system"
+		return store.OutRejected
 	}
 	if redelivered && priorFailures > 0 {
-		return deadLetter, fmt.Sprintf("transient failure again after %d retry", priorFailures)
+		return store.OutFailed
 	}
-	return requeue, ""
+	return store.OutRetry
+}
+
+// acceptSet is the set of statuses that mean "delivered". The contract
+// says 201 alone; --accept-status widens it for a partner that documents
+// another 2xx as acceptance.
+type acceptSet []int
+
+func (a acceptSet) has(status int) bool { return slices.Contains(a, status) }
+
+func (a acceptSet) String() string {
+	s := make([]string, len(a))
+	for i, v := range a {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+// parseAccept reads --accept-status: 2xx codes, comma-separated.
+func parseAccept(v string) (acceptSet, error) {
+	var out acceptSet
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 200 || n > 299 {
+			return nil, fmt.Errorf("--accept-status %q: a comma-separated list of 2xx statuses, such as 201,202", v)
+		}
+		if !out.has(n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }

@@ -1,36 +1,53 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"eaimq/internal/store"
+)
 
 func TestDecide(t *testing.T) {
+	only201 := acceptSet{201}
 	for _, tc := range []struct {
 		status        int
+		accept        acceptSet
 		redelivered   bool
 		priorFailures int
-		want          action
+		want          store.Outcome
 	}{
-		{201, false, 0, ack},
-		{200, true, 1, ack},
-		{204, false, 0, ack},
-		{422, false, 0, deadLetter},
-		{400, false, 0, deadLetter},
-		{404, true, 0, deadLetter},
-		{503, false, 0, requeue},
-		{503, true, 0, requeue},    // redelivered after a crash: not failed yet
-		{503, false, 3, requeue},   // a fresh copy: its first delivery
-		{503, true, 1, deadLetter}, // failed, requeued, failed again
-		{0, false, 0, requeue},     // no answer (refused, reset, timeout)
-		{0, true, 1, deadLetter},
-		{500, true, 1, deadLetter},
-		{408, false, 0, requeue},
-		{429, true, 1, deadLetter},
-		{302, false, 0, requeue}, // unexpected: the transient rule, never a loop
-		{302, true, 1, deadLetter},
-		{100, true, 1, deadLetter},
+		{201, only201, false, 0, store.OutDelivered},
+		{201, only201, true, 1, store.OutDelivered},
+		{200, only201, false, 0, store.OutUnexpected}, // a proxy's or health page's 200: never delivered
+		{204, only201, false, 0, store.OutUnexpected},
+		{202, only201, true, 1, store.OutUnexpected},
+		{202, acceptSet{201, 202}, false, 0, store.OutDelivered}, // widened on purpose
+		{422, only201, false, 0, store.OutRejected},
+		{400, only201, false, 0, store.OutRejected},
+		{404, only201, true, 0, store.OutRejected},
+		{503, only201, false, 0, store.OutRetry},
+		{503, only201, true, 0, store.OutRetry},  // redelivered after a crash: not failed yet
+		{503, only201, false, 3, store.OutRetry}, // a fresh copy: its first delivery
+		{503, only201, true, 1, store.OutFailed}, // failed, requeued, failed again
+		{0, only201, false, 0, store.OutRetry},   // no answer (refused, reset, timeout)
+		{0, only201, true, 1, store.OutFailed},
+		{500, only201, true, 1, store.OutFailed},
+		{408, only201, false, 0, store.OutRetry},
+		{429, only201, true, 1, store.OutFailed},
+		{302, only201, false, 0, store.OutRetry}, // unexpected: the transient rule, never a loop
+		{302, only201, true, 1, store.OutFailed},
+		{100, only201, true, 1, store.OutFailed},
 	} {
-		got, _ := decide(classify(tc.status), tc.redelivered, tc.priorFailures)
+		got := decide(tc.status, tc.accept, tc.redelivered, tc.priorFailures)
 		if got != tc.want {
-			t.Errorf("status %d redelivered=%v prior=%d: %v, want %v", tc.status, tc.redelivered, tc.priorFailures, got, tc.want)
+			t.Errorf("status %d accept %v redelivered=%v prior=%d: %v, want %v", tc.status, tc.accept, tc.redelivered, tc.priorFailures, got, tc.want)
+		}
+	}
+}
+
+func TestParseAccept(t *testing.T) {
+	for in, ok := range map[string]bool{"201": true, "201,202": true, " 201 , 200 ": true, "": false, "201,": false, "301": false, "2xx": false, "199": false} {
+		if _, err := parseAccept(in); (err == nil) != ok {
+			t.Errorf("%q: %v", in, err)
 		}
 	}
 }

@@ -9,9 +9,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"eaimq/internal/broker"
 )
 
 // partner posts claims to the claim system.
@@ -25,8 +28,13 @@ type partner struct {
 // trailing slash, and accepts a value that already ends in /v1/claims.
 func claimsURL(base string) (string, error) {
 	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("--claim %q is not an http(s) URL with a host (example: http://127.0.0.1:9202)", base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return "", fmt.Errorf("--claim %s is not an http(s) URL with a host (example: http://127.0.0.1:9202)", broker.RedactURL(base))
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("--claim %s: port %s is not from 1 to 65535", broker.RedactURL(base), p)
+		}
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	if !strings.HasSuffix(u.Path, "/v1/claims") {
@@ -77,6 +85,13 @@ func (p *partner) post(ctx context.Context, body []byte, contentType, id string)
 	}
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Idempotency-Key", id)
+	// net/http re-sends a request on a new connection, without a word,
+	// when a reused one broke before the answer, if it thinks the request
+	// idempotent, and a POST with an Idempotency-Key header counts as such.
+	// The partner would then see a call that neither the store nor the log
+	// ever counts. Without GetBody the body cannot be replayed, so each
+	// call is sent once and a broken connection is an answer we record.
+	req.GetBody = nil
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return answer{err: err, excerpt: p.describe(err), latency: time.Since(start)}

@@ -2,16 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
+	"eaimq/internal/claimid"
 	"eaimq/internal/cli"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
@@ -29,18 +30,34 @@ import (
 // the record.
 type relay struct {
 	url      string
+	dialer   broker.Dialer
 	prefetch int
 	lease    time.Duration
+	accept   acceptSet
 	log      *slog.Logger
 	store    *store.Store
 	partner  *partner
 	stats    *stats
 	hard     context.Context // ends only on a second signal: abandon everything
-	fatal    chan error      // a store failure: stop consuming
+	fatal    chan error      // a store failure or a missing dead-letter route: stop consuming
 	flight   inFlight
 	tag      string
 	sessions int
+	route    atomic.Pointer[deadRoute] // the current session's dead-letter check
+	// answered counts workers holding a partner answer that is not yet on
+	// record. A forced exit (second signal) waits a moment for them: a 201
+	// received and then thrown away is a claim the partner has and the
+	// record does not, so its next copy would be sent again.
+	answered sync.WaitGroup
 }
+
+// afterAnswer, when set (tests only), runs after a partner call returned
+// and before its outcome is recorded.
+var afterAnswer func(store.Outcome)
+
+// beforeAct, when set (tests only), runs after an outcome is recorded and
+// before the delivery is acked, requeued or rejected.
+var beforeAct func(amqp.Delivery, store.Outcome)
 
 // job is one delivery handed to a worker; done tells the session it is over.
 type job struct {
@@ -69,12 +86,18 @@ func (r *relay) run(soft context.Context) error {
 	defer func() {
 		close(work)
 		waitOrHard(r.hard, &workers)
+		if r.hard.Err() != nil {
+			// Forced out: the calls in flight are abandoned, but an answer
+			// already in hand is recorded first (bounded: the store's
+			// commit is milliseconds, a broken disk must not hang the exit).
+			waitAtMost(&r.answered, 3*time.Second)
+		}
 	}()
 
 	backoff := 100 * time.Millisecond
 	first := true
 	for {
-		conn, ch, deliveries, err := r.connect(first)
+		conn, ch, deliveries, err := r.connect(soft, first)
 		if err != nil {
 			if first {
 				return err
@@ -108,8 +131,10 @@ func (r *relay) run(soft context.Context) error {
 // the broker never sends more than P), and starts the consumer with manual
 // ack. claim.in must exist: consuming a missing queue would close the
 // channel with a raw 404.
-func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amqp.Delivery, error) {
-	conn, err := broker.Dial(r.url, "consumer", 10*time.Second)
+func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *amqp.Channel, <-chan amqp.Delivery, error) {
+	// ctx (the run) ends a connect or handshake at once: a SIGINT while
+	// the broker is slow to answer must not wait out the timeout.
+	conn, err := r.dialer.Dial(ctx, r.url)
 	if err != nil {
 		return nil, nil, nil, cli.Exit(cli.ExitUnavailable, err)
 	}
@@ -125,10 +150,12 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 		broker.Close(conn)
 		return nil, nil, nil, cli.Broker(err, topo.ErrMissing)
 	}
-	if err := r.checkDeadLettering(conn); err != nil {
+	canBind, err := r.checkDeadLettering(conn)
+	if err != nil {
 		broker.Close(conn)
 		return nil, nil, nil, err
 	}
+	r.route.Store(newDeadRoute(conn, canBind))
 	if err := ch.Qos(r.prefetch, 0, false /* per consumer */); err != nil {
 		return fail(cli.ExitUnavailable, fmt.Errorf("basic.qos: %w", err))
 	}
@@ -138,7 +165,12 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 	}
 	r.sessions++
 	if first {
-		r.log.Info("consuming", "queue", topo.Queue, "prefetch", r.prefetch, "broker", broker.Redact(r.url), "partner", r.partner.url, "store", r.store.Path())
+		// The first line says which broker, vhost and user apply, defaults
+		// included: an empty EAI_AMQP_URL or amqp://host means vhost "/"
+		// as guest, and that should not be a surprise.
+		vhost, _ := broker.VHost(r.url)
+		r.log.Info("consuming", "queue", topo.Queue, "prefetch", r.prefetch, "broker", broker.Redact(r.url), "vhost", vhost,
+			"partner", broker.RedactURL(r.partner.url), "accept", r.accept.String(), "store", r.store.Path())
 	} else {
 		r.log.Info("reconnected", "session", r.sessions)
 	}
@@ -148,15 +180,16 @@ func (r *relay) connect(first bool) (*amqp.Connection, *amqp.Channel, <-chan amq
 // checkDeadLettering makes sure a reject(requeue=false) dead-letters a
 // claim rather than drops it: claim.in must carry the contract's
 // x-dead-letter-* arguments (redeclaring it with them is a no-op when they
-// match, a 406 when they differ) and eai.dlx must exist (dead-lettering to a
-// missing exchange silently drops the message). It probes on a channel of
-// its own, since a 406 or 404 closes the channel. A user without configure
-// permission cannot redeclare; then the arguments go unchecked, with a
-// warning, rather than the consumer refusing to run.
-func (r *relay) checkDeadLettering(conn *amqp.Connection) error {
+// match, a 406 when they differ), and eai.dlx, claim.dead and their binding
+// must exist (dead-lettering into a missing route silently drops the
+// message). It probes on a channel of its own, since a 406 or 404 closes the
+// channel. A user without configure permission cannot redeclare; then the
+// arguments go unchecked, with a warning, rather than the consumer refusing
+// to run. It reports whether this user may bind (see deadRoute).
+func (r *relay) checkDeadLettering(conn *amqp.Connection) (canBind bool, err error) {
 	ch, err := conn.Channel()
 	if err != nil {
-		return cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
+		return false, cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
 	}
 	for _, q := range topo.Queues {
 		if q.Name != topo.Queue {
@@ -166,20 +199,32 @@ func (r *relay) checkDeadLettering(conn *amqp.Connection) error {
 			if broker.Code(err) == amqp.AccessRefused {
 				r.log.Warn("cannot verify claim.in's dead-letter arguments (no configure permission); assuming topology declared them")
 				if ch, err = conn.Channel(); err != nil {
-					return cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
+					return false, cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
 				}
 				continue
 			}
 			if broker.Code(err) == amqp.PreconditionFailed {
-				return cli.Exitf(cli.ExitConfig, "%s differs from the contract, so a rejected claim could be dropped instead of dead-lettered: %s (run topology to see the remedy)", topo.Queue, broker.Reason(err))
+				return false, cli.Exitf(cli.ExitConfig, "%s differs from the contract, so a rejected claim could be dropped instead of dead-lettered: %s (run topology to see the remedy)", topo.Queue, broker.Reason(err))
 			}
-			return cli.Exit(cli.ExitUnavailable, fmt.Errorf("check %s arguments: %w", topo.Queue, err))
+			return false, cli.Exit(cli.ExitUnavailable, fmt.Errorf("check %s arguments: %w", topo.Queue, err))
 		}
 	}
-	if err := topo.RequireExchange(ch, topo.DLX); err != nil {
-		return cli.Broker(fmt.Errorf("%w (without it a rejected claim would be dropped)", err), topo.ErrMissing)
+	ch.Close()
+	// The rest of the route: the same check as before every reject.
+	canBind = true
+	err = newDeadRoute(conn, true).verify()
+	if broker.Code(err) == amqp.AccessRefused {
+		r.log.Warn("cannot verify the binding eai.dlx -> claim.dead (no permission to bind); checking that both exist")
+		canBind = false
+		err = newDeadRoute(conn, false).verify()
 	}
-	return ch.Close()
+	switch {
+	case errors.Is(err, errRouteMissing):
+		return false, routeMissing(err)
+	case err != nil:
+		return false, cli.Exit(cli.ExitUnavailable, err)
+	}
+	return canBind, nil
 }
 
 // session feeds deliveries to the workers until the run ends or the
@@ -245,19 +290,27 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 // handle processes one delivery to its end: ack, requeue or dead-letter.
 func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 	r.stats.received.Add(1)
-	peek := peekClaim(d.Body)
-	id := store.Key(d.MessageId, peek.Guid, d.Body)
-	lg := claimLog{r.log, id, peek.ClaimID, d.Redelivered}
-	if d.MessageId == "" && peek.Guid == "" {
+	// The dedup key: the message_id, else the body's guid taken byte-exact
+	// and exact-case (claimid, the rule publish applies), else a body hash.
+	guid, claimID := claimid.Peek(d.Body)
+	id := store.Key(d.MessageId, guid, d.Body)
+	lg := claimLog{r.log, id, claimID, d.Redelivered}
+	if d.MessageId == "" && guid == "" {
 		// Nothing to deduplicate on: processing it could never be made
 		// exactly-once, so it goes to the DLQ with the reason on record
 		// under a key made from the body.
-		reason := store.ReasonNoID
-		if err := r.store.Finish(r.hard, id, store.Attempt{Redelivered: d.Redelivered, Action: "dead", Error: reason}, reason); err != nil {
-			r.storeFailed(lg, err)
-			return
-		}
-		r.act(lg, d, deadLetter, reason, answer{})
+		r.settle(lg, d, id, store.OutNoID, "")
+		return
+	}
+	// A claim whose id or content type cannot be put into an HTTP request
+	// as it is would fail the same way every time: a permanent failure of
+	// its own, decided before any call and without burning its retry.
+	if err := claimid.HeaderValue(id); err != nil {
+		r.settle(lg, d, id, store.OutUnsendable, "message_id as Idempotency-Key: "+err.Error())
+		return
+	}
+	if err := claimid.HeaderValue(d.ContentType); err != nil {
+		r.settle(lg, d, id, store.OutUnsendable, "content_type: "+err.Error())
 		return
 	}
 
@@ -271,19 +324,33 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 
 	var prior int
 	for {
-		res, failures, err := r.store.Begin(r.hard, id, peek.ClaimID, !d.Redelivered, r.lease)
+		// The run may have ended while this copy waited for another: a
+		// new call now would outlive --max-seconds. It stays unacked and
+		// goes back to the queue when the channel closes.
+		if soft.Err() != nil {
+			return
+		}
+		b, err := r.store.Begin(r.hard, id, claimID, !d.Redelivered, r.lease)
 		if err != nil {
 			r.storeFailed(lg, err)
 			return
 		}
-		if res == store.Duplicate {
-			// Delivered before (this copy is a redelivery, or the publisher
-			// sent it twice): ack without calling the partner.
-			r.act(lg, d, ack, "duplicate", answer{})
+		switch b.Result {
+		case store.Done:
+			// Delivered before (this copy is a redelivery, or the
+			// publisher sent it twice): ack without calling the partner.
+			r.act(lg, d, store.OutDuplicate, "", answer{})
 			return
+		case store.DeadBefore:
+			// Dead-lettered before, and the reject never reached the
+			// broker: reject again, with the decision on record, without
+			// a call.
+			r.act(lg, d, b.Prior, "the decision on record: rejected again without a call", answer{})
+			return
+		case store.Acquired:
+			prior = b.Failures
 		}
-		if res == store.Acquired {
-			prior = failures
+		if b.Result == store.Acquired {
 			break
 		}
 		// Another consumer process is calling the partner with this id
@@ -297,51 +364,98 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 		}
 	}
 
+	r.answered.Add(1)
 	a := r.partner.post(r.hard, d.Body, d.ContentType, id)
-	if r.hard.Err() != nil {
-		return // forced exit mid-call: record nothing, ack nothing
+	if a.err != nil && r.hard.Err() != nil {
+		// Forced exit mid-call: the outcome is unknown, so nothing is
+		// recorded and nothing acked; the copy goes back to the queue.
+		r.answered.Done()
+		return
 	}
-	act, reason := decide(classify(a.status), d.Redelivered, prior)
+	out := decide(a.status, r.accept, d.Redelivered, prior)
+	if afterAnswer != nil {
+		afterAnswer(out)
+	}
 	// Record first, then ack. If we die between the two, the redelivered
-	// copy is acked as a duplicate instead of calling the partner again.
-	// The other way round, a crash would lose the record and call twice.
-	err := r.store.Finish(r.hard, id, store.Attempt{
+	// copy is acked as a duplicate (or, for a dead letter, rejected again)
+	// instead of calling the partner again. The other way round, a crash
+	// would lose the record and call twice. The record is written even
+	// after a second signal: an answer in hand is the one thing that must
+	// not be thrown away.
+	detail := out.Describe(a.status, prior)
+	recorded, err := r.store.Finish(context.WithoutCancel(r.hard), id, store.Attempt{
 		At: time.Now(), Redelivered: d.Redelivered, Status: a.status, Error: a.excerpt,
-		Action: act.String(), Latency: a.latency, Called: true,
-	}, reason)
+		Outcome: out, Detail: detail, Latency: a.latency, Called: true,
+	})
+	r.answered.Done()
 	if err != nil {
 		r.storeFailed(lg, err)
 		return
 	}
-	r.act(lg, d, act, reason, a)
+	if r.hard.Err() != nil {
+		return // recorded; the redelivered copy meets the record
+	}
+	if recorded != out {
+		detail = "delivered meanwhile by another consumer"
+	}
+	r.act(lg, d, recorded, detail, a)
 }
 
-// act acks, requeues or dead-letters d and logs the one line of its outcome.
-func (r *relay) act(lg claimLog, d amqp.Delivery, act action, reason string, a answer) {
+// settle records an outcome decided without calling the partner, then
+// acts on it.
+func (r *relay) settle(lg claimLog, d amqp.Delivery, id string, out store.Outcome, why string) {
+	detail := out.Describe(0, 0)
+	if why != "" {
+		detail += ": " + why
+	}
+	if _, err := r.store.Finish(context.WithoutCancel(r.hard), id, store.Attempt{
+		Redelivered: d.Redelivered, Outcome: out, Detail: detail, Error: excerpt([]byte(why)),
+	}); err != nil {
+		r.storeFailed(lg, err)
+		return
+	}
+	r.act(lg, d, out, detail, answer{})
+}
+
+// act acks, requeues or dead-letters d as out says and logs the one line
+// of its outcome.
+func (r *relay) act(lg claimLog, d amqp.Delivery, out store.Outcome, detail string, a answer) {
+	if beforeAct != nil {
+		beforeAct(d, out)
+	}
 	var err error
-	outcome := ""
-	switch act {
-	case ack:
+	switch out.Action {
+	case store.Ack:
 		err = d.Ack(false)
-		outcome = "delivered"
-		if reason == "duplicate" {
-			outcome = "duplicate"
-		}
-	case requeue:
+	case store.Requeue:
 		err = d.Nack(false, true /* requeue */)
-		outcome = "requeued"
-	case deadLetter:
+	case store.DeadLetter:
+		// The broker drops a rejected message whose dead-letter route is
+		// gone, and says nothing. Check the route first; if it is gone,
+		// reject nothing and stop: the claim stays in claim.in, its
+		// decision on record.
+		if rerr := r.route.Load().verify(); rerr != nil {
+			r.stats.ackErrors.Add(1)
+			lg.log(slog.LevelError, "claim NOT dead-lettered: left in claim.in", out, detail, a, "err", rerr)
+			if errors.Is(rerr, errRouteMissing) {
+				r.stop(routeMissing(rerr))
+			}
+			return
+		}
 		err = d.Reject(false /* requeue: the queue's DLX takes it */)
-		outcome = "dead-lettered"
 	}
 	if err != nil {
 		r.stats.ackErrors.Add(1)
 		lg.log(slog.LevelWarn, "claim recorded but not acked: the connection is gone; the redelivered copy will meet the record",
-			outcome, reason, a, "err", err)
+			out, detail, a, "err", err)
 		return
 	}
-	r.stats.count(outcome, a, reason)
-	lg.log(slog.LevelInfo, "claim", outcome, reason, a)
+	r.stats.count(out)
+	level := slog.LevelInfo
+	if out.Action == store.DeadLetter {
+		level = slog.LevelWarn
+	}
+	lg.log(level, "claim", out, detail, a)
 }
 
 // claimLog writes the one line per claim. It builds the line only when the
@@ -353,16 +467,19 @@ type claimLog struct {
 	redelivered bool
 }
 
-func (c claimLog) log(level slog.Level, msg, outcome, reason string, a answer, extra ...any) {
+func (c claimLog) log(level slog.Level, msg string, out store.Outcome, detail string, a answer, extra ...any) {
 	if !c.l.Enabled(context.Background(), level) {
 		return
 	}
-	attrs := []any{"message_id", c.id, "claim_id", c.claimID, "redelivered", c.redelivered, "outcome", outcome}
+	// Fields from a message are clipped: a 1 MiB claimId must not make a
+	// 1 MiB log line. (slog quotes and escapes what it prints.)
+	attrs := []any{"message_id", clip(c.id), "claim_id", clip(c.claimID), "redelivered", c.redelivered,
+		"outcome", out.Word(), "reason", out.Reason.String()}
 	if a.status != 0 || a.err != nil {
 		attrs = append(attrs, "status", a.status, "latency", a.latency.Round(time.Millisecond))
 	}
-	if reason != "" && reason != "duplicate" {
-		attrs = append(attrs, "reason", reason)
+	if detail != "" && out.Reason != store.Delivered && out.Reason != store.Duplicate {
+		attrs = append(attrs, "detail", detail)
 	}
 	if a.status != 201 && a.excerpt != "" {
 		attrs = append(attrs, "answer", a.excerpt)
@@ -371,32 +488,30 @@ func (c claimLog) log(level slog.Level, msg, outcome, reason string, a answer, e
 }
 
 func (c claimLog) Error(msg string, args ...any) {
-	c.l.Error(msg, append([]any{"message_id", c.id, "claim_id", c.claimID}, args...)...)
+	c.l.Error(msg, append([]any{"message_id", clip(c.id), "claim_id", clip(c.claimID)}, args...)...)
+}
+
+// clip shortens a field taken from a message for a log line.
+func clip(s string) string {
+	const max = 256
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + fmt.Sprintf("…(%d bytes)", len(s))
 }
 
 func (r *relay) storeFailed(lg claimLog, err error) {
 	r.stats.ackErrors.Add(1)
 	lg.Error("dedup store failed: leaving the claim unacked and stopping", "err", err)
+	r.stop(cli.Exit(cli.ExitIOErr, fmt.Errorf("dedup store %s: %w", r.store.Path(), err)))
+}
+
+// stop ends the run with err (the first one wins).
+func (r *relay) stop(err error) {
 	select {
-	case r.fatal <- cli.Exit(cli.ExitIOErr, fmt.Errorf("dedup store %s: %w", r.store.Path(), err)):
+	case r.fatal <- err:
 	default:
 	}
-}
-
-type claimPeek struct {
-	Guid    string `json:"guid"`
-	ClaimID string `json:"claimId"`
-}
-
-// peekClaim reads guid and claimId from a JSON body; anything else (not
-// JSON, another producer's format) gives empty strings and is left to the
-// partner to judge.
-func peekClaim(body []byte) claimPeek {
-	var p claimPeek
-	if len(body) > 0 && len(body) <= 4<<20 {
-		_ = json.Unmarshal(body, &p)
-	}
-	return p
 }
 
 // inFlight lets one worker at a time work on a message_id in this process.
@@ -429,6 +544,16 @@ func (f *inFlight) acquire(ctx context.Context, id string) (release func(), ok b
 		case <-ctx.Done():
 			return nil, false
 		}
+	}
+}
+
+// waitAtMost waits for wg, or for d.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
 	}
 }
 
