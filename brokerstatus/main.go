@@ -1,53 +1,14 @@
-// Brokerstatus saves `rabbitmqctl status` to a file and checks that the
-// memory alarm threshold is the absolute size the lab asks for.
-//
-// It replaces the lab's
-//
-//	rabbitmqctl -n rabbit@localhost status > /root/eaimw/mq/status.txt
-//
-// and the by-eye check of the line
-//
-//	Memory high watermark setting: 0.5369 gb, computed to: 0.5369 gb
-//
-// The file holds rabbitmqctl's output exactly as it printed it, since a
-// grader may read it. On stdout comes a short summary: node, RabbitMQ
-// version, watermark, active alarms, and the queues (name, messages,
-// unacked) of the vhost in EAI_AMQP_URL.
-//
-// Usage:
-//
-//	brokerstatus [-node name] [-o file] [-watermark size]
-//
-// Flags:
-//
-//	-node       node to ask; default rabbit@localhost if it answers, else the
-//	            node rabbitmqctl reaches by default
-//	-o          status file (default /root/eaimw/mq/status.txt; its directory
-//	            is created); "-" writes nothing
-//	-watermark  the absolute threshold wanted (default 512MiB)
-//
-// Environment:
-//
-//	EAI_AMQP_URL  its vhost is the one whose queues are listed
-//
-// Exit status:
-//
-//	0   the watermark is the wanted absolute size
-//	2   usage error
-//	69  no node answers rabbitmqctl (start one with scripts/mq-up.sh)
-//	74  the status file cannot be written
-//	78  the watermark is relative or another size; the message gives the
-//	    command that fixes it
 package main
 
 import (
 	"context"
+	_ "embed"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -57,6 +18,18 @@ import (
 )
 
 const defaultStatusFile = "/root/eaimw/mq/status.txt"
+
+// doc is the manual: the package comment in doc.go, printed by -h, so
+// that the manual and -h cannot drift apart (as cmd/digraph does).
+//
+//go:embed doc.go
+var doc string
+
+const seeManual = "run 'brokerstatus -h' for the manual"
+
+// exitInterrupted is the shell's code for a program ended by SIGINT
+// (128+2); brokerstatus returns it after cleaning up on SIGINT or SIGTERM.
+const exitInterrupted = 130
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -69,39 +42,51 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("brokerstatus", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: brokerstatus [-node name] [-o file] [-watermark size]\n\n"+
-			"Saves rabbitmqctl status to a file and checks the absolute memory watermark.\n\nflags:\n")
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nexit status: 0 ok, 2 usage, 69 no node answers, 74 file not written, 78 watermark wrong\n")
-	}
+	// The flag package prints a parse error itself, then calls Usage:
+	// after a mistake one line says where the manual is; -h prints it.
+	fs.Usage = func() {}
 	node := fs.String("node", "", "RabbitMQ `node` to ask (default: rabbit@localhost if it answers, else rabbitmqctl's default)")
 	outFile := fs.String("o", defaultStatusFile, "status `file` to write (\"-\" writes none)")
-	wantSize := fs.String("watermark", "512MiB", "absolute memory watermark `size` wanted")
+	wantSize := fs.String("watermark", "512MiB", "absolute memory watermark `size` wanted: bytes, or with a unit k/kiB, M/MiB, G/GiB (1024ⁿ), kB, MB, GB (1000ⁿ)")
 	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			io.WriteString(stderr, manual(doc))
+		} else {
+			fmt.Fprintln(stderr, seeManual)
+		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return cli.Usagef("unexpected argument %q", fs.Arg(0))
-	}
 	want, err := ParseSize(*wantSize)
+	switch {
+	case fs.NArg() > 0:
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case err != nil:
+		err = fmt.Errorf("-watermark: %w", err)
+	case *outFile == "":
+		err = errors.New("-o wants a file path, or \"-\" for none")
+	}
 	if err != nil {
-		return cli.Exit(cli.ExitUsage, err)
+		return cli.Usagef("%v\n%s", err, seeManual)
 	}
 
 	ctl := rabbitctl.Ctl{Node: *node}
 	if *node == "" {
 		if ctl, err = rabbitctl.Detect(ctx); err != nil {
+			if ctx.Err() != nil {
+				return cli.Exitf(exitInterrupted, "interrupted while looking for a node")
+			}
 			return cli.Exit(cli.ExitUnavailable, err)
 		}
 	}
 	raw, err := ctl.Run(ctx, "status")
 	if err != nil {
+		if ctx.Err() != nil {
+			return cli.Exitf(exitInterrupted, "interrupted while waiting for node %s; nothing written", ctl.Node)
+		}
 		return cli.Exitf(cli.ExitUnavailable, "node %s does not answer: %v (start the broker with scripts/mq-up.sh)", ctl.Node, err)
 	}
 	if *outFile != "-" {
-		if err := writeFile(*outFile, raw); err != nil {
+		if err := writeStatus(*outFile, raw); err != nil {
 			return cli.Exit(cli.ExitIOErr, err)
 		}
 	}
@@ -132,7 +117,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	printQueues(ctx, ctl, getenv, stdout)
 
 	if !ok {
-		return cli.Exitf(cli.ExitConfig, "%s\n  fix: rabbitmqctl -n %s set_vm_memory_high_watermark absolute %s\n  (or run scripts/mq-up.sh, which sets it)", why, st.Node, *wantSize)
+		return cli.Exitf(cli.ExitConfig, "%s\n  fix: rabbitmqctl -n %s set_vm_memory_high_watermark absolute %s\n  (or run scripts/mq-up.sh, which sets it)", why, st.Node, FormatSize(want))
 	}
 	return nil
 }
@@ -161,31 +146,16 @@ func printQueues(ctx context.Context, ctl rabbitctl.Ctl, getenv func(string) str
 	}
 }
 
-// writeFile writes the status atomically (temp file and rename), so that a
-// reader never sees half of it.
-func writeFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+// manual is the package comment of a doc.go file as plain text: the
+// comment markers taken off, the package clause and what follows dropped.
+func manual(src string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		if !strings.HasPrefix(line, "//") {
+			break
+		}
+		line = strings.TrimPrefix(line, "//")
+		b.WriteString(strings.TrimPrefix(line, " ") + "\n")
 	}
-	tmp, err := os.CreateTemp(dir, ".status-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return b.String()
 }

@@ -64,15 +64,30 @@ func TestParseStatusNoWatermark(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"512MiB": 536870912, "1GB": 1e9, "536870912": 536870912, "1GiB": 1 << 30, "100kB": 100000} {
+	for in, want := range map[string]int64{
+		"512MiB": 536870912, "536870912": 536870912, "512M": 536870912, "512m": 536870912, "512mib": 536870912,
+		"1GB": 1e9, "1gb": 1e9, "1Gb": 1e9, "1GiB": 1 << 30, "1G": 1 << 30,
+		"100kB": 100000, "100KB": 100000, "1k": 1024, "1K": 1024, "1kiB": 1024, "1KiB": 1024, "1MB": 1e6, "1": 1,
+	} {
 		got, err := ParseSize(in)
 		if err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "0.4", "12 parsecs", "-5MiB"} {
+	for _, in := range []string{"", "0", "0MiB", "0.4", "1.5GB", "1e9", "12 parsecs", "512 MiB", " 512MiB", "-5MiB", "+5", "512B", "512TB", "9999999999GiB", "99999999999999999999"} {
 		if _, err := ParseSize(in); err == nil {
 			t.Errorf("ParseSize(%q): want an error", in)
+		}
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	for in, want := range map[int64]string{536870912: "512MiB", 1e9: "1GB", 1 << 30: "1GiB", 1024: "1kiB", 1500: "1500", 2000: "2kB", 3 << 20: "3MiB", 7: "7"} {
+		if got := FormatSize(in); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", in, got, want)
+		}
+		if back, err := ParseSize(FormatSize(in)); err != nil || back != in {
+			t.Errorf("ParseSize(FormatSize(%d)) = %d, %v", in, back, err)
 		}
 	}
 }

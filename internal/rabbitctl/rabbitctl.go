@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -27,7 +28,21 @@ type Ctl struct {
 	Bin  string // the rabbitmqctl binary; empty means "rabbitmqctl" on PATH
 }
 
+// WaitDelay bounds how long Run waits, once its context has ended and the
+// process group has been killed, for rabbitmqctl's output pipes to close.
+// A process that escaped the group (see killTree) may hold them open until
+// it exits on its own, which for an unreachable node is about 50 s.
+const WaitDelay = 500 * time.Millisecond
+
 // Run runs rabbitmqctl with args and returns its standard output.
+//
+// When ctx ends, Run returns within WaitDelay: rabbitmqctl is a shell
+// wrapper whose Erlang VM is a grandchild (as root, behind su, in a
+// session of its own), so killing the direct child alone would leave the
+// VM holding the pipes open and Run waiting for it. Run therefore starts
+// rabbitmqctl in its own process group, kills the group and every
+// descendant when ctx ends, and stops waiting for the pipes after
+// WaitDelay.
 func (c Ctl) Run(ctx context.Context, args ...string) ([]byte, error) {
 	bin := c.Bin
 	if bin == "" {
@@ -40,12 +55,18 @@ func (c Ctl) Run(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, full...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killTree(cmd.Process.Pid) }
+	cmd.WaitDelay = WaitDelay
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		var ee *exec.Error
 		if errors.As(err, &ee) {
 			return nil, fmt.Errorf("%s not found: install rabbitmq-server (scripts/mq-up.sh does): %w", bin, err)
+		}
+		if ctx.Err() != nil {
+			return stdout.Bytes(), fmt.Errorf("rabbitmqctl %s: %w", strings.Join(full, " "), context.Cause(ctx))
 		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
