@@ -25,40 +25,58 @@ type dead struct {
 	Replays   int64  // x-eaimq-replays
 	Rec       store.Record
 	Known     bool // the store has a record of it
+	NoStore   bool // no store was read
 }
 
-// ourReason is what the consumer recorded: why it dead-lettered the claim.
-func (m *dead) ourReason() string {
+// reason is the reason on record: the value the consumer decided and the
+// store kept, read back, never worked out again from the HTTP status.
+func (m *dead) reason() store.Reason {
 	if !m.Known {
+		return store.ReasonUnknown
+	}
+	return m.Rec.Outcome.Reason
+}
+
+// sentence is the recorded decision in words: the store's dead_reason for
+// a dead record, else the store's sentence for the reason on record.
+func (m *dead) sentence() string {
+	switch {
+	case m.NoStore:
+		return ""
+	case !m.Known:
+		return ""
+	case m.Rec.State == "dead" && m.Rec.DeadReason != "":
+		return m.Rec.DeadReason
+	case m.Rec.Outcome.Reason != store.ReasonUnknown:
+		return m.Rec.Outcome.Describe(m.Rec.LastStatus, m.Rec.Failures)
+	}
+	return "state " + m.Rec.State
+}
+
+// why is the reason and its sentence for a person.
+func (m *dead) why() string {
+	switch {
+	case m.NoStore:
+		return "unknown (no store read)"
+	case !m.Known:
 		return "unknown (no record in the store)"
 	}
-	r := m.Rec.DeadReason
-	if r == "" {
-		r = m.Rec.State
+	return m.reason().String() + ": " + m.sentence()
+}
+
+// ourReason is the status (or error) and the sentence, as earlier
+// versions printed it (kept in the JSON rows as our_reason).
+func (m *dead) ourReason() string {
+	if !m.Known {
+		return m.why()
 	}
+	r := m.sentence()
 	if m.Rec.LastStatus != 0 {
 		r = fmt.Sprintf("%d: %s", m.Rec.LastStatus, r)
 	} else if m.Rec.LastError != "" {
 		r = fmt.Sprintf("%s: %s", m.Rec.LastError, r)
 	}
 	return r
-}
-
-// kind is the filter word for -reason: rejected (a 4xx from the partner),
-// transient (failed twice), no-id, delivered (the store says it arrived
-// after all), unknown.
-func (m *dead) kind() string {
-	switch {
-	case !m.Known:
-		return "unknown"
-	case m.Rec.Delivered():
-		return "delivered"
-	case m.Rec.DeadReason == store.ReasonNoID:
-		return "no-id"
-	case m.Rec.LastStatus >= 400 && m.Rec.LastStatus < 500 && m.Rec.LastStatus != 408 && m.Rec.LastStatus != 429:
-		return "rejected"
-	}
-	return "transient"
 }
 
 // browser walks claim.dead without consuming it.
@@ -80,6 +98,10 @@ func (m *dead) kind() string {
 type browser struct {
 	ch    *amqp.Channel
 	store *store.Store // nil when there is none
+
+	// Set by walk: what claim.dead held when the walk started, how many
+	// it took, and the -limit it stopped at (0: none).
+	total, looked, limit int
 }
 
 func newBrowser(conn *amqp.Connection, st *store.Store) (*browser, error) {
@@ -93,21 +115,40 @@ func newBrowser(conn *amqp.Connection, st *store.Store) (*browser, error) {
 	return &browser{ch: ch, store: st}, nil
 }
 
-// walk calls fn for each message of claim.dead, at most limit (0: all).
-// fn returns false to stop.
+// walk calls fn for each message claim.dead held when it started, at most
+// limit (0: all). fn returns false to stop.
+//
+// The bound is what keeps one run from meeting its own work again: a
+// claim replayed while a consumer runs can be rejected and dead-lettered
+// again within milliseconds, and it lands behind every message that was
+// there before. Walking "until basic.get finds nothing" would take it
+// again, and replay it again, for as long as the consumer keeps up.
 func (b *browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, error)) error {
-	for n := 0; limit == 0 || n < limit; n++ {
+	q, err := b.ch.QueueDeclarePassive(topo.DeadQueue, true, false, false, false, nil)
+	if err != nil {
+		return cli.Exit(cli.ExitUnavailable, fmt.Errorf("count %s: %w", topo.DeadQueue, err))
+	}
+	b.total, b.limit = q.Messages, limit
+	n := q.Messages
+	if limit > 0 && limit < n {
+		n = limit
+	}
+	for b.looked < n {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return cli.Exitf(cli.ExitInterrupted, "interrupted after %d dead letter(s); the rest stay in claim.dead: %w", b.looked, ctx.Err())
 		}
 		d, ok, err := b.ch.Get(topo.DeadQueue, false /* autoAck: never */)
 		if err != nil {
 			return cli.Exit(cli.ExitUnavailable, fmt.Errorf("basic.get %s: %w", topo.DeadQueue, err))
 		}
 		if !ok {
-			return nil
+			return nil // someone else took the rest
 		}
-		m := b.describe(ctx, d)
+		b.looked++
+		m, err := b.describe(ctx, d)
+		if err != nil {
+			return err
+		}
 		more, err := fn(m)
 		if err != nil || !more {
 			return err
@@ -116,8 +157,24 @@ func (b *browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 	return nil
 }
 
-func (b *browser) describe(ctx context.Context, d amqp.Delivery) *dead {
-	m := &dead{d: d}
+// unlooked is how many dead letters -limit left out.
+func (b *browser) unlooked() int {
+	if b.limit == 0 || b.looked < b.limit {
+		return 0
+	}
+	return max(0, b.total-b.looked)
+}
+
+// beyond qualifies "not found" when -limit cut the walk short.
+func (b *browser) beyond() string {
+	if n := b.unlooked(); n > 0 {
+		return fmt.Sprintf(" among the first %d (-limit; %d more not looked at)", b.looked, n)
+	}
+	return ""
+}
+
+func (b *browser) describe(ctx context.Context, d amqp.Delivery) (*dead, error) {
+	m := &dead{d: d, NoStore: b.store == nil}
 	var peek struct {
 		ClaimID string `json:"claimId"`
 		Guid    string `json:"guid"`
@@ -134,11 +191,40 @@ func (b *browser) describe(ctx context.Context, d amqp.Delivery) *dead {
 			m.DeadAt, _ = t["time"].(time.Time)
 		}
 	}
-	m.Replays, _ = d.Headers[replayHeader].(int64)
+	m.Replays = replays(d.Headers)
 	if b.store != nil {
-		if rec, found, err := b.store.Get(ctx, m.Key); err == nil && found {
-			m.Rec, m.Known = rec, true
+		rec, found, err := b.store.Get(ctx, m.Key)
+		if err != nil {
+			// Guessing "unknown" here is what would let -reason unknown
+			// purge every dead letter of a broken store.
+			return nil, cli.Exitf(cli.ExitIOErr, "read the record of %s from the store %s: %w\n"+
+				"  nothing more was done (dead letters not acted on stay in claim.dead); add -no-store to go on without it",
+				clip(esc(m.Key, false), fieldWidth), b.store.Path(), err)
 		}
+		m.Rec, m.Known = rec, found
 	}
-	return m
+	return m, nil
+}
+
+// replays reads x-eaimq-replays, whatever integer type a publisher gave it.
+func replays(h amqp.Table) int64 {
+	switch v := h[replayHeader].(type) {
+	case int64:
+		return v
+	case int32:
+		return int64(v)
+	case int16:
+		return int64(v)
+	case int8:
+		return int64(v)
+	case uint8:
+		return int64(v)
+	case uint16:
+		return int64(v)
+	case uint32:
+		return int64(v)
+	case int:
+		return int64(v)
+	}
+	return 0
 }

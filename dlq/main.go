@@ -4,38 +4,94 @@
 // Usage:
 //
 //	dlq [-json] [-status N] [-reason R] [-limit N] list
-//	dlq show ID
-//	dlq [-status N] [-reason R] [-force] replay (ID... | -all)
+//	dlq [-json] show ID
+//	dlq [-status N] [-reason R] [-force] [-max-replays N] replay (ID... | -all)
 //	dlq [-status N] [-reason R] -yes purge (ID... | -all)
 //
-// Flags come before the command; IDs are message_ids (or, for a message that
-// had none, the body's guid or the sha256: key the consumer filed it under).
+// Flags may stand anywhere: before the command, after it, among the IDs
+// (dlq purge X -yes). After "--" every argument is an ID, even one that
+// starts with "-". IDs are message_ids (or, for a message that had none,
+// the body's guid or the sha256: key the consumer filed it under, as list
+// shows them); an empty ID is a usage error, never "every message without
+// a message_id".
 //
 // list prints every message of claim.dead as a table, and consumes nothing:
 // message_id, claimId, when and from which queue it was dead-lettered and
-// the broker's reason and count (x-death), and our reason: the last HTTP
-// status or error and the number of partner calls, from the consumer's
-// attempt log in EAI_MQ_DB ("unknown" when the store has no record).
-// -json prints one object per line instead.
+// the broker's reason and count (x-death), the number of partner calls, and
+// our reason as the consumer recorded it in EAI_MQ_DB: the reason's word
+// (the -reason words below) and its sentence ("unexpected 200: not a
+// creation"). -json prints one object per line instead, with the fields
+// message_id, claim_id, dead_lettered_at, from_queue, broker_reason,
+// broker_count, reason, dead_reason (the recorded sentence), recorded
+// (whether the store has a record), state, status, excerpt, attempts,
+// our_reason (status or error and sentence, for people) and replays. When
+// -limit leaves dead letters unlooked-at, list says how many (on stderr
+// with -json).
 //
-// show prints one message in full: properties, headers, the attempt history
-// from the store, and the body.
+// show prints one message: properties, headers (x-death included, one
+// field a line), the attempt history from the store, and the body. -json
+// prints it as one JSON object instead (a body that is not UTF-8 as
+// body_base64).
+//
+// Everything printed as text that comes from a message (ids, claimId,
+// headers, body, the partner's answer) is made safe for a terminal: control
+// characters (ESC, BEL, CR, ..., DEL, C1), the bidirectional-text controls
+// and bytes that are not UTF-8 are printed as escapes (\x1b, \u202e), so a
+// crafted claim cannot clear the screen or hide what it says. show keeps the
+// body's newlines and tabs. Long fields are clipped with their size
+// (table columns to their width, show's fields to 256 characters, show's
+// body to 64 KiB); -json prints everything, escaped by JSON.
 //
 // replay puts the selected claims back on eai.claim/claim for another try,
 // after the partner or the claim was fixed: a copy with the same body,
 // message_id and content type, persistent, with publisher confirms and
-// mandatory, without the broker's x-death headers and with an
-// x-eaimq-replays count. The dead copy is acked only after the broker
-// confirmed the new one: dying in between leaves a duplicate, which the
-// consumer's dedup absorbs, never a loss. A claim the store records as
-// delivered is skipped and reported, unless -force.
+// mandatory, without the broker's x-death headers and with its
+// x-eaimq-replays count raised by one. The dead copy is acked only after
+// the broker confirmed the new one: dying in between leaves a duplicate,
+// which the consumer's dedup absorbs, never a loss. A claim the store
+// records as delivered is skipped and reported, unless -force. A dead
+// letter already replayed -max-replays times is refused (it stays in
+// claim.dead, is reported, and the exit status is 1), unless -force: a
+// claim that keeps coming back needs a fix, not another try.
+//
+// One invocation replays each dead letter at most once, even while a
+// consumer runs and sends replayed claims the partner rejects again back to
+// claim.dead: every command looks only at the messages claim.dead held when
+// it started (counted with a passive declare; they are in front of anything
+// dead-lettered later), and replay never sends the same message_id twice in
+// one run (a second copy is reported and left in claim.dead).
 //
 // purge deletes the selected dead letters; it needs -yes (without it, it
-// prints what it would delete) and prints what it deleted.
+// prints what it would delete and exits 2) and prints what it deleted.
 //
-// Selection: IDs, or -all, or the filters -status N (the last HTTP status)
-// and -reason rejected|transient|no-id|delivered|unknown. Filters narrow IDs
-// and -all too; list and purge take them alone.
+// Selection: IDs, or -all, or the filters -status N (the last HTTP status
+// on record) and -reason R (the reason on record). Filters narrow IDs and
+// -all too; list and purge take them alone. The reasons are the store's
+// words: delivered, duplicate, retry, rejected, failed-twice (also spelled
+// transient), no-id, unexpected-status, unsendable, and unknown for a dead
+// letter the store has no record of (or no reason for).
+//
+// The store: replay and purge refuse to run (exit 74) when EAI_MQ_DB cannot
+// be opened or read, since without it every dead letter looks "unknown" and
+// -reason unknown would select them all; -no-store says there really is
+// none (then nothing can be selected by -status or a -reason other than
+// unknown, and replay cannot skip delivered claims). list and show go on
+// without it, with a warning. A failed lookup in an open store ends every
+// command with exit 74, and nothing more is done.
+//
+// Flags:
+//
+//	-json            list, show: JSON instead of text
+//	-status N        select by the last HTTP status on record: 100-599 (0: any)
+//	-reason R        select by the reason on record (words above)
+//	-limit N         look at the first N dead letters only: 0 (all, the default) or more
+//	-all             replay, purge: every dead letter the filters select
+//	-force           replay: also claims recorded as delivered, and over -max-replays
+//	-max-replays N   replay: refuse a dead letter replayed N times already: 1-1000 (default 5)
+//	-yes             purge: really delete
+//	-no-store        read no store: there is none (replay and purge need this to run without one)
+//
+// A flag that does nothing for the command (dlq -yes list) is a usage error.
 //
 // Environment:
 //
@@ -44,13 +100,18 @@
 //
 // Exit status:
 //
-//	0   done (for replay: every selected claim replayed or skipped as delivered)
-//	1   a replay was refused by the broker (nack or return), and that dead
-//	    letter stays in claim.dead; or show found no dead letter with the ID
-//	2   usage error, or purge without -yes
-//	69  the broker cannot be reached
-//	74  the store cannot be read (replay needs it, unless -force)
-//	78  claim.dead or eai.claim does not exist: run topology first
+//	0    done (for replay: every selected claim replayed, or skipped as
+//	     delivered or as replayed already in this run)
+//	1    a named ID is not in claim.dead (show, replay, purge -yes); or a
+//	     replay was refused, by -max-replays or by the broker (nack or
+//	     return), and that dead letter stays in claim.dead
+//	2    usage error, or purge without -yes
+//	69   the broker cannot be reached
+//	74   the store cannot be opened or read (replay and purge; any command
+//	     when a lookup fails)
+//	75   replay: no confirm in time; the dead letters of that batch stay
+//	78   claim.dead or eai.claim does not exist: run topology first
+//	130  interrupted; every dead letter not yet acted on stays in claim.dead
 package main
 
 import (
@@ -61,7 +122,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -78,70 +139,216 @@ func main() {
 	os.Exit(cli.Code(err))
 }
 
+// Ranges of the numeric flags.
+const (
+	defaultMaxReplays = 5
+	maxMaxReplays     = 1000
+)
+
 type options struct {
-	json   bool
-	status int
-	reason string
-	limit  int
-	all    bool
-	force  bool
-	yes    bool
-	ids    []string
+	json       bool
+	status     int
+	reason     store.Reason
+	byReason   bool
+	limit      int
+	all        bool
+	force      bool
+	maxReplays int
+	yes        bool
+	noStore    bool
+	ids        []string
+	found      map[string]bool // the IDs some dead letter answered to
 }
 
-// selects says whether m is selected by IDs, -all and the filters.
+// selects says whether m is selected by IDs, -all and the filters, and
+// notes which named ID it answers to.
 func (o *options) selects(m *dead) bool {
-	if len(o.ids) > 0 && !slices.Contains(o.ids, m.Key) && !slices.Contains(o.ids, m.d.MessageId) {
-		return false
+	if len(o.ids) > 0 {
+		named := false
+		for _, id := range o.ids {
+			if id == m.Key || id == m.d.MessageId {
+				o.found[id], named = true, true
+			}
+		}
+		if !named {
+			return false
+		}
 	}
 	if o.status != 0 && (!m.Known || m.Rec.LastStatus != o.status) {
 		return false
 	}
-	if o.reason != "" && m.kind() != o.reason {
+	if o.byReason && m.reason() != o.reason {
 		return false
 	}
 	return true
 }
 
-func (o *options) filtered() bool { return o.status != 0 || o.reason != "" }
+func (o *options) filtered() bool { return o.status != 0 || o.byReason }
+
+// missing reports the named IDs no dead letter answered to, on w, and
+// returns their number.
+func (o *options) missing(w io.Writer, b *browser) int {
+	n := 0
+	for _, id := range o.ids {
+		if !o.found[id] {
+			n++
+			fmt.Fprintf(w, "dlq: no dead letter with id %q in claim.dead%s\n", clip(esc(id, false), fieldWidth), b.beyond())
+		}
+	}
+	return n
+}
+
+// usedBy names the commands each flag means something to.
+var usedBy = map[string][]string{
+	"json":        {"list", "show"},
+	"status":      {"list", "replay", "purge"},
+	"reason":      {"list", "replay", "purge"},
+	"limit":       {"list", "show", "replay", "purge"},
+	"all":         {"replay", "purge"},
+	"force":       {"replay"},
+	"max-replays": {"replay"},
+	"yes":         {"purge"},
+	"no-store":    {"list", "show", "replay", "purge"},
+}
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o options
-	fs.BoolVar(&o.json, "json", false, "list: one JSON object per line")
-	fs.IntVar(&o.status, "status", 0, "select by the last HTTP `status` (422, 503, ...)")
-	fs.StringVar(&o.reason, "reason", "", "select by `reason`: rejected, transient, no-id, delivered, unknown")
-	fs.IntVar(&o.limit, "limit", 0, "look at the first `n` dead letters only (0: all)")
-	fs.BoolVar(&o.all, "all", false, "replay/purge: every dead letter (that the filters select)")
-	fs.BoolVar(&o.force, "force", false, "replay: also claims the store records as delivered")
+	o := options{found: map[string]bool{}}
+	var reason string
+	fs.BoolVar(&o.json, "json", false, "list, show: JSON instead of text (list: one object per line)")
+	fs.IntVar(&o.status, "status", 0, "select by the last HTTP `status` on record: 100-599 (0: any)")
+	fs.StringVar(&reason, "reason", "", "select by the `reason` on record: "+strings.Join(store.ReasonWords(), ", ")+" (transient = failed-twice)")
+	fs.IntVar(&o.limit, "limit", 0, "look at the first `n` dead letters only: 0 (all) or more")
+	fs.BoolVar(&o.all, "all", false, "replay, purge: every dead letter (that the filters select)")
+	fs.BoolVar(&o.force, "force", false, "replay: also claims recorded as delivered, and over -max-replays")
+	fs.IntVar(&o.maxReplays, "max-replays", defaultMaxReplays, "replay: refuse a dead letter replayed `n` times already: 1-1000")
 	fs.BoolVar(&o.yes, "yes", false, "purge: really delete")
+	fs.BoolVar(&o.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay and purge need it to run without one")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: dlq [flags] list | show ID | replay (ID...|-all) | purge -yes (ID...|-all)\n\n"+
-			"Shows why claims in claim.dead were dead-lettered, and replays or purges them.\n"+
-			"list and show consume nothing. Flags go before the command.\n\nflags:\n")
+			"Shows why claims in claim.dead were dead-lettered (the reason the consumer recorded in EAI_MQ_DB),\n"+
+			"and replays or purges them. list and show consume nothing. Flags may stand anywhere; after --\n"+
+			"every argument is an ID. One run looks only at what claim.dead held when it started, and replays\n"+
+			"each message_id at most once. Text output escapes control characters and clips long fields.\n\nflags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL, EAI_MQ_DB\n"+
-			"exit status: 0 ok, 1 a replay refused or no such ID, 2 usage (or purge without -yes), 69 broker unreachable,\n"+
-			"             74 store unreadable, 78 topology missing\n")
+			"replay and purge refuse to run without the store (74) unless -no-store; list and show warn.\n"+
+			"exit status: 0 ok, 1 no such ID or a replay refused (-max-replays, broker), 2 usage (or purge without -yes),\n"+
+			"             69 broker unreachable, 74 store unreadable, 75 no confirm in time, 78 topology missing,\n"+
+			"             130 interrupted\n")
 	}
-	if err := cli.Parse(fs, args); err != nil {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if len(pos) == 0 {
 		fs.Usage()
 		return cli.Usagef("no command: list, show, replay or purge")
 	}
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	// Let flags follow the command too (dlq replay -all), as people type it.
-	if err := cli.Parse(fs, rest); err != nil {
+	cmd := pos[0]
+	o.ids = pos[1:]
+	if !slices.Contains([]string{"list", "show", "replay", "purge"}, cmd) {
+		fs.Usage()
+		return cli.Usagef("unknown command %q: list, show, replay or purge", cmd)
+	}
+	if err := o.check(fs, cmd, reason); err != nil {
 		return err
 	}
-	o.ids = fs.Args()
-	switch o.reason {
-	case "", "rejected", "transient", "no-id", "delivered", "unknown":
+
+	var st *store.Store
+	if !o.noStore {
+		st, err = store.Open(store.Path(getenv), store.Options{ReadOnly: true})
+		switch {
+		case err != nil && (cmd == "replay" || cmd == "purge"):
+			return cli.Exitf(cli.ExitIOErr, "%v\n  %s reads the store to know what it selects and what was delivered; without it every dead letter\n"+
+				"  looks unknown. Set EAI_MQ_DB to the consumer's store, or add -no-store if there really is none; nothing was done", err, cmd)
+		case err != nil:
+			fmt.Fprintf(stderr, "dlq: warning: %v; our reasons show as unknown\n", err)
+		default:
+			defer st.Close()
+		}
+	}
+
+	conn, err := broker.DialContext(ctx, broker.URL(getenv), "dlq", 10*time.Second)
+	if err != nil {
+		return cli.Exit(cli.ExitUnavailable, err)
+	}
+	defer broker.Close(conn)
+	b, err := newBrowser(conn, st)
+	if err != nil {
+		return err
+	}
+	// Whatever happens, closing the connection (or dying) returns every
+	// message not acked to claim.dead.
+
+	switch cmd {
+	case "list":
+		return list(ctx, b, &o, stdout, stderr)
+	case "show":
+		return show(ctx, b, &o, stdout)
+	case "replay":
+		return replay(ctx, conn, b, &o, stdout, stderr)
 	default:
-		return cli.Usagef("-reason must be rejected, transient, no-id, delivered or unknown")
+		return purge(ctx, b, &o, stdout, stderr)
+	}
+}
+
+// parseInterleaved parses flags wherever they stand among the arguments, as
+// people type them (dlq purge X -yes, dlq replay X -force), and returns the
+// arguments that are not flags. After "--" every argument is one.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := cli.Parse(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// The flag package stops at the first non-flag, or after "--".
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// check refuses what cannot be meant: values out of range, an empty ID, a
+// flag the command does not use.
+func (o *options) check(fs *flag.FlagSet, cmd, reason string) error {
+	var stray []string
+	fs.Visit(func(f *flag.Flag) {
+		if !slices.Contains(usedBy[f.Name], cmd) {
+			stray = append(stray, "-"+f.Name)
+		}
+	})
+	if len(stray) > 0 {
+		return cli.Usagef("%s does nothing for %s; leave it out", strings.Join(stray, ", "), cmd)
+	}
+	if reason != "" {
+		r, ok := store.ParseReason(reason)
+		if !ok {
+			return cli.Usagef("-reason %q: want one of %s (or transient)", reason, strings.Join(store.ReasonWords(), ", "))
+		}
+		o.reason, o.byReason = r, true
+	}
+	if o.status != 0 && (o.status < 100 || o.status > 599) {
+		return cli.Usagef("-status %d: want an HTTP status, 100-599 (0: any)", o.status)
+	}
+	if o.limit < 0 {
+		return cli.Usagef("-limit %d: want 0 (all) or more", o.limit)
+	}
+	if o.maxReplays < 1 || o.maxReplays > maxMaxReplays {
+		return cli.Usagef("-max-replays %d: want 1-%d", o.maxReplays, maxMaxReplays)
+	}
+	if o.noStore && (o.status != 0 || (o.byReason && o.reason != store.ReasonUnknown)) {
+		return cli.Usagef("-status and -reason read the store, and -no-store reads none: only -reason unknown selects anything then")
+	}
+	if slices.Contains(o.ids, "") {
+		return cli.Usagef("an empty ID names no dead letter (a message without a message_id goes by its guid or sha256: key, as list shows)")
 	}
 	switch cmd {
 	case "list":
@@ -159,189 +366,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if len(o.ids) > 0 && o.all {
 			return cli.Usagef("give IDs or -all, not both")
 		}
-	default:
-		fs.Usage()
-		return cli.Usagef("unknown command %q: list, show, replay or purge", cmd)
-	}
-
-	dbPath := store.Path(getenv)
-	st, storeErr := store.Open(dbPath, store.Options{ReadOnly: true})
-	if storeErr != nil {
-		if cmd == "replay" && !o.force {
-			return cli.Exitf(cli.ExitIOErr, "%v\n  replay checks the store so that a delivered claim is not sent again; set EAI_MQ_DB, or add -force", storeErr)
-		}
-		fmt.Fprintf(stderr, "dlq: warning: %v; our reasons show as unknown\n", storeErr)
-		st = nil
-	} else {
-		defer st.Close()
-	}
-
-	conn, err := broker.Dial(broker.URL(getenv), "dlq", 10*time.Second)
-	if err != nil {
-		return cli.Exit(cli.ExitUnavailable, err)
-	}
-	defer broker.Close(conn)
-	b, err := newBrowser(conn, st)
-	if err != nil {
-		return err
-	}
-	// Whatever happens, closing the connection (or dying) returns every
-	// message not acked to claim.dead.
-
-	switch cmd {
-	case "list":
-		return list(ctx, b, &o, stdout)
-	case "show":
-		return show(ctx, b, &o, stdout)
-	case "replay":
-		return replay(ctx, conn, b, &o, stdout, stderr)
-	default:
-		return purge(ctx, b, &o, stdout)
-	}
-}
-
-// row is the JSON form of one dead letter.
-type row struct {
-	MessageID string    `json:"message_id"`
-	ClaimID   string    `json:"claim_id,omitempty"`
-	DeadAt    time.Time `json:"dead_lettered_at,omitzero"`
-	FromQueue string    `json:"from_queue,omitempty"`
-	Broker    string    `json:"broker_reason,omitempty"`
-	Count     int64     `json:"broker_count"`
-	Kind      string    `json:"reason"`
-	Status    int       `json:"status,omitempty"`
-	Excerpt   string    `json:"excerpt,omitempty"`
-	Attempts  int       `json:"attempts"`
-	OurReason string    `json:"our_reason"`
-	Replays   int64     `json:"replays,omitempty"`
-}
-
-func toRow(m *dead) row {
-	r := row{MessageID: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, FromQueue: m.FromQueue, Broker: m.Broker,
-		Count: m.Count, Kind: m.kind(), OurReason: m.ourReason(), Replays: m.Replays}
-	if m.Known {
-		r.Status, r.Excerpt, r.Attempts = m.Rec.LastStatus, m.Rec.LastError, m.Rec.Attempts
-	}
-	return r
-}
-
-func list(ctx context.Context, b *browser, o *options, w io.Writer) error {
-	n := 0
-	enc := newEncoder(w)
-	if !o.json {
-		fmt.Fprintf(w, "%-38s %-14s %-19s %-9s %-14s %-8s %s\n", "MESSAGE_ID", "CLAIM_ID", "DEAD-LETTERED (UTC)", "FROM", "BROKER", "ATTEMPTS", "OUR REASON")
-	}
-	err := b.walk(ctx, o.limit, func(m *dead) (bool, error) {
-		if !o.selects(m) {
-			return true, nil
-		}
-		n++
-		r := toRow(m)
-		if o.json {
-			return true, enc.Encode(r)
-		}
-		when := "-"
-		if !r.DeadAt.IsZero() {
-			when = r.DeadAt.UTC().Format("2006-01-02 15:04:05")
-		}
-		attempts := "-"
-		if m.Known {
-			attempts = strconv.Itoa(r.Attempts)
-		}
-		fmt.Fprintf(w, "%-38s %-14s %-19s %-9s %-14s %-8s %s\n", clip(r.MessageID, 38), clip(r.ClaimID, 14), when,
-			clip(r.FromQueue, 9), clip(fmt.Sprintf("%s x%d", r.Broker, r.Count), 14), attempts, r.OurReason)
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	if !o.json {
-		fmt.Fprintf(w, "%d dead letter(s) listed; claim.dead keeps them all\n", n)
 	}
 	return nil
-}
-
-func show(ctx context.Context, b *browser, o *options, w io.Writer) error {
-	var found *dead
-	err := b.walk(ctx, o.limit, func(m *dead) (bool, error) {
-		if o.selects(m) {
-			found = m
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	if found == nil {
-		return cli.Exitf(cli.ExitFailure, "no dead letter with id %q in claim.dead", o.ids[0])
-	}
-	m, d := found, found.d
-	fmt.Fprintf(w, "message_id:    %s\n", d.MessageId)
-	if m.Key != d.MessageId {
-		fmt.Fprintf(w, "store key:     %s\n", m.Key)
-	}
-	fmt.Fprintf(w, "claim_id:      %s\ncontent_type:  %s\ndelivery_mode: %d\ntimestamp:     %s\napp_id:        %s\n",
-		m.ClaimID, d.ContentType, d.DeliveryMode, d.Timestamp.UTC().Format(time.RFC3339), d.AppId)
-	fmt.Fprintf(w, "headers:\n")
-	keys := make([]string, 0, len(d.Headers))
-	for k := range d.Headers {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %v\n", k, d.Headers[k])
-	}
-	fmt.Fprintf(w, "our reason:    %s\n", m.ourReason())
-	if b.store != nil {
-		as, err := b.store.Attempts(ctx, m.Key)
-		if err != nil {
-			return cli.Exit(cli.ExitIOErr, err)
-		}
-		fmt.Fprintf(w, "attempts (failures and decisions; a success is the record's last status):\n")
-		if len(as) == 0 {
-			fmt.Fprintf(w, "  none on record\n")
-		}
-		for _, a := range as {
-			fmt.Fprintf(w, "  %s  redelivered=%-5v status=%-3d action=%-7s %s %s\n", a.At.UTC().Format(time.RFC3339),
-				a.Redelivered, a.Status, a.Action, a.Latency, a.Error)
-		}
-	}
-	fmt.Fprintf(w, "body (%d bytes):\n%s\n", len(d.Body), d.Body)
-	return nil
-}
-
-func purge(ctx context.Context, b *browser, o *options, w io.Writer) error {
-	var ids []string
-	err := b.walk(ctx, o.limit, func(m *dead) (bool, error) {
-		if !o.selects(m) {
-			return true, nil
-		}
-		if o.yes {
-			// Acking a dead letter is deleting it.
-			if err := m.d.Ack(false); err != nil {
-				return false, cli.Exit(cli.ExitUnavailable, fmt.Errorf("ack %s: %w", m.Key, err))
-			}
-			fmt.Fprintf(w, "deleted %s\n", m.Key)
-		} else {
-			fmt.Fprintf(w, "would delete %s\n", m.Key)
-		}
-		ids = append(ids, m.Key)
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	if !o.yes {
-		return cli.Usagef("purge would delete %d dead letter(s); add -yes to delete them", len(ids))
-	}
-	fmt.Fprintf(w, "purged %d dead letter(s)\n", len(ids))
-	return nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }

@@ -101,13 +101,13 @@ func TestListShowsReasonsAndKeepsAll(t *testing.T) {
 	}
 	for _, id := range []string{"nodocs-0", "nodocs-1"} {
 		r := rows[id]
-		if r.Kind != "rejected" || r.Status != 422 || r.Attempts != 1 || r.FromQueue != topo.Queue || r.Broker != "rejected" || r.ClaimID == "" {
+		if r.Reason != "rejected" || r.DeadReason != "rejected by the claim system" || !r.Recorded || r.Status != 422 || r.Attempts != 1 || r.FromQueue != topo.Queue || r.Broker != "rejected" || r.ClaimID == "" {
 			t.Errorf("%s: %+v", id, r)
 		}
 	}
 	for _, id := range []string{"busy-0", "busy-1"} {
 		r := rows[id]
-		if r.Kind != "transient" || r.Status != 503 || r.Attempts != 2 || !strings.Contains(r.OurReason, "again") {
+		if r.Reason != "failed-twice" || r.Status != 503 || r.Attempts != 2 || r.DeadReason != "transient failure again after 1 retry" {
 			t.Errorf("%s: %+v", id, r)
 		}
 	}
@@ -115,11 +115,11 @@ func TestListShowsReasonsAndKeepsAll(t *testing.T) {
 		t.Errorf("after list, claim.dead holds %d, want 4", n)
 	}
 	code, out, _ := w.dlq("list")
-	if code != 0 || !strings.Contains(out, "4 dead letter(s) listed") || !strings.Contains(out, "busy-0") {
+	if code != 0 || !brokertest.ContainsAll(out, "4 dead letter(s) listed", "busy-0", "failed-twice: transient failure again after 1 retry") {
 		t.Errorf("table:\n%s", out)
 	}
 	code, out, _ = w.dlq("show", "busy-1")
-	if code != 0 || !brokertest.ContainsAll(out, "message_id:    busy-1", "x-death", "status=503", "action=dead", `"claimId":"BUSY-1"`) {
+	if code != 0 || !brokertest.ContainsAll(out, "message_id:    busy-1", "x-death", "status=503", "action=dead", "reason=failed-twice", `"claimId":"BUSY-1"`) {
 		t.Errorf("show:\n%s", out)
 	}
 	if code, _, _ := w.dlq("-status", "422", "list"); code != 0 {
@@ -131,11 +131,11 @@ func TestReplayAfterPartnerFixed(t *testing.T) {
 	w := mixedRun(t)
 	ok := 201
 	w.partner.Set(claimsys.Control{ForceStatus: &ok})
-	code, out, errs := w.dlq("replay", "-reason", "transient")
+	code, out, errs := w.dlq("replay", "-reason", "transient") // the old word for failed-twice
 	if code != 0 || !strings.Contains(out, "2 replayed") {
 		t.Fatalf("replay: %d\n%s%s", code, out, errs)
 	}
-	if rows := w.rows(); len(rows) != 2 || rows["nodocs-0"].Kind != "rejected" {
+	if rows := w.rows(); len(rows) != 2 || rows["nodocs-0"].Reason != "rejected" {
 		t.Fatalf("after replay, claim.dead: %v", rows)
 	}
 	w.consume("2")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -45,7 +44,8 @@ func replay(ctx context.Context, conn *amqp.Connection, b *browser, o *options, 
 		return cli.Exit(cli.ExitUnavailable, err)
 	}
 
-	var replayed, skipped, refused int
+	var replayed, skipped, again, capped, refused int
+	sent := map[string]bool{} // the keys replayed (or being replayed) in this run
 	var batch []*dead
 	flush := func() error {
 		if len(batch) == 0 {
@@ -55,7 +55,7 @@ func replay(ctx context.Context, conn *amqp.Connection, b *browser, o *options, 
 		for _, m := range batch {
 			tag, err := p.Publish(ctx, topo.Exchange, topo.RoutingKey, copyOf(m))
 			if err != nil {
-				return cli.Exit(cli.ExitUnavailable, fmt.Errorf("publish copy of %s: %w", m.Key, err))
+				return cli.Exit(cli.ExitUnavailable, fmt.Errorf("publish copy of %s: %w", field(m.Key), err))
 			}
 			byTag[tag] = m
 		}
@@ -73,10 +73,10 @@ func replay(ctx context.Context, conn *amqp.Connection, b *browser, o *options, 
 				ok = append(ok, m)
 			case out.Returned != "":
 				refused++
-				fmt.Fprintf(stderr, "dlq: %s: not replayed: unroutable (%s); run topology. It stays in claim.dead\n", m.Key, out.Returned)
+				fmt.Fprintf(stderr, "dlq: %s: not replayed: unroutable (%s); run topology. It stays in claim.dead\n", field(m.Key), field(out.Returned))
 			default:
 				refused++
-				fmt.Fprintf(stderr, "dlq: %s: not replayed: the broker nacked the copy. It stays in claim.dead\n", m.Key)
+				fmt.Fprintf(stderr, "dlq: %s: not replayed: the broker nacked the copy. It stays in claim.dead\n", field(m.Key))
 			}
 		}
 		if afterConfirm != nil {
@@ -86,10 +86,10 @@ func replay(ctx context.Context, conn *amqp.Connection, b *browser, o *options, 
 		}
 		for _, m := range ok {
 			if err := m.d.Ack(false); err != nil {
-				return cli.Exit(cli.ExitUnavailable, fmt.Errorf("ack dead copy of %s (its replay is queued; the dead copy stays): %w", m.Key, err))
+				return cli.Exit(cli.ExitUnavailable, fmt.Errorf("ack dead copy of %s (its replay is queued; the dead copy stays): %w", field(m.Key), err))
 			}
 			replayed++
-			fmt.Fprintf(stdout, "replayed %s\n", m.Key)
+			fmt.Fprintf(stdout, "replayed %s\n", field(m.Key))
 		}
 		batch = batch[:0]
 		return nil
@@ -99,11 +99,24 @@ func replay(ctx context.Context, conn *amqp.Connection, b *browser, o *options, 
 		if !o.selects(m) {
 			return true, nil
 		}
-		if m.Known && m.Rec.Delivered() && !o.force {
+		switch {
+		case sent[m.Key]:
+			// A second copy of a claim replayed in this run (published
+			// twice, or dead-lettered again already): one try per run.
+			again++
+			fmt.Fprintf(stdout, "skipped %s: replayed once already in this run; this copy stays in claim.dead\n", field(m.Key))
+			return true, nil
+		case m.Known && m.Rec.Delivered() && !o.force:
 			skipped++
-			fmt.Fprintf(stdout, "skipped %s: the store records it as delivered (-force replays it anyway)\n", m.Key)
+			fmt.Fprintf(stdout, "skipped %s: the store records it as delivered (-force replays it anyway)\n", field(m.Key))
+			return true, nil
+		case m.Replays >= int64(o.maxReplays) && !o.force:
+			capped++
+			fmt.Fprintf(stderr, "dlq: %s: not replayed: replayed %d times already (-max-replays %d); it stays in claim.dead. "+
+				"Fix the claim or the partner, then -force\n", field(m.Key), m.Replays, o.maxReplays)
 			return true, nil
 		}
+		sent[m.Key] = true
 		batch = append(batch, m)
 		if len(batch) == replayWindow {
 			return true, flush()
@@ -113,12 +126,14 @@ func replay(ctx context.Context, conn *amqp.Connection, b *browser, o *options, 
 	if err == nil {
 		err = flush()
 	}
-	fmt.Fprintf(stdout, "dlq: %d replayed, %d skipped as delivered, %d refused\n", replayed, skipped, refused)
+	fmt.Fprintf(stdout, "dlq: %d replayed, %d skipped as delivered, %d skipped as replayed in this run, %d over -max-replays, %d refused by the broker\n",
+		replayed, skipped, again, capped, refused)
 	if err != nil {
 		return err
 	}
-	if refused > 0 {
-		return cli.Exitf(cli.ExitFailure, "%d replay(s) refused by the broker", refused)
+	missing := o.missing(stderr, b)
+	if refused+capped+missing > 0 {
+		return cli.Exitf(cli.ExitFailure, "%d over -max-replays, %d refused by the broker, %d named ID(s) not in claim.dead", capped, refused, missing)
 	}
 	return nil
 }
@@ -145,10 +160,4 @@ func copyOf(m *dead) amqp.Publishing {
 		AppId:         d.AppId,
 		Body:          d.Body,
 	}
-}
-
-func newEncoder(w io.Writer) *json.Encoder {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc
 }
