@@ -5,13 +5,17 @@
 //	GET  /_stats      counts; by_guid is the number of calls per claim
 //
 // Beyond the fixture, for tests and the demo: a delay per call, a forced
-// status or a 503/201 flap, the highest concurrency seen, and a count of
+// status or a 503/201 flap, the highest concurrency seen, a count of
 // calls whose Idempotency-Key had already been answered 201 (what a partner
-// honouring the key would have absorbed).
+// honouring the key would have absorbed), and a gate: after a given number
+// of 201s every further call is held, unanswered, until released, so that
+// a test can make a fault happen while claims are outstanding instead of
+// racing the consumer to it.
 package claimsys
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -19,6 +23,16 @@ import (
 	"sync"
 	"time"
 )
+
+// MaxDelay is the longest delay per call the stand-in accepts: longer than
+// any client timeout worth testing, short enough that a typo (-delay 10h)
+// is caught rather than hanging a demo.
+const MaxDelay = 10 * time.Minute
+
+// ValidStatus reports whether code can be forced on every call: a final
+// HTTP status, 200 to 599. 1xx is informational (net/http would send it
+// and then a 200), below 100 makes net/http panic on every request.
+func ValidStatus(code int) bool { return code >= 200 && code <= 599 }
 
 // Server is the stand-in. The zero value is not usable; use New.
 type Server struct {
@@ -38,13 +52,42 @@ type Server struct {
 	absorbable  int
 	inflight    int
 	maxInflight int
+	holdAfter   int        // hold every call once this many 201s were answered; -1: no gate
+	held        int        // calls waiting at the gate
+	gate        *sync.Cond // on mu; broadcast when the gate opens
 }
 
 // New returns a stand-in with the fixture's behaviour.
 func New() *Server {
-	s := &Server{}
+	s := &Server{holdAfter: -1}
+	s.gate = sync.NewCond(&s.mu)
 	s.reset()
 	return s
+}
+
+// Held is the number of calls waiting at the gate (see Control.HoldAfter).
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+// Release opens the gate: the held calls go on and are answered, and no
+// later call is held until a new HoldAfter is set.
+func (s *Server) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release()
+}
+
+func (s *Server) release() {
+	s.holdAfter = -1
+	s.gate.Broadcast()
+}
+
+// closed reports whether a call deciding now must wait. Callers hold mu.
+func (s *Server) closed() bool {
+	return s.holdAfter >= 0 && s.byStatus[http.StatusCreated] >= s.holdAfter
 }
 
 func (s *Server) reset() {
@@ -59,14 +102,34 @@ func (s *Server) reset() {
 
 // Control is the runtime behaviour, settable in-process or by POST /_control.
 type Control struct {
-	DelayMS     *int  `json:"delay_ms,omitempty"`
-	ForceStatus *int  `json:"force_status,omitempty"`
+	DelayMS     *int  `json:"delay_ms,omitempty"`     // 0 to MaxDelay in ms
+	ForceStatus *int  `json:"force_status,omitempty"` // 0 (the fixture's rules) or ValidStatus
 	Flap        *bool `json:"flap,omitempty"`
 	HonourKey   *bool `json:"honour_idempotency_key,omitempty"`
-	Reset       bool  `json:"reset,omitempty"`
+	// HoldAfter closes the gate once N calls in all were answered 201
+	// (counted since start or the last reset, so 0 holds the very next
+	// call): every call deciding after that waits, unanswered, until
+	// Release. A held call then goes on and is answered and counted as
+	// usual, even if its caller hung up meanwhile, as a real partner
+	// would. A negative N opens the gate.
+	HoldAfter *int `json:"hold_after,omitempty"`
+	Release   bool `json:"release,omitempty"` // open the gate (after HoldAfter, if both are given)
+	Reset     bool `json:"reset,omitempty"`   // zero the counts; also opens the gate
 }
 
-// Set changes the behaviour; nil fields stay as they are.
+// Validate reports the first field out of its range.
+func (c Control) Validate() error {
+	if c.DelayMS != nil && (*c.DelayMS < 0 || *c.DelayMS > int(MaxDelay/time.Millisecond)) {
+		return fmt.Errorf("delay_ms %d: want 0 to %d", *c.DelayMS, MaxDelay/time.Millisecond)
+	}
+	if c.ForceStatus != nil && *c.ForceStatus != 0 && !ValidStatus(*c.ForceStatus) {
+		return fmt.Errorf("force_status %d: want 0 (the fixture's rules) or 200 to 599", *c.ForceStatus)
+	}
+	return nil
+}
+
+// Set changes the behaviour; nil fields stay as they are. Values out of
+// range (see Validate) are the caller's mistake: Set leaves them to it.
 func (s *Server) Set(c Control) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -82,8 +145,19 @@ func (s *Server) Set(c Control) {
 	if c.HonourKey != nil {
 		s.honourKey = *c.HonourKey
 	}
+	if c.HoldAfter != nil {
+		if *c.HoldAfter < 0 {
+			s.release()
+		} else {
+			s.holdAfter = *c.HoldAfter
+		}
+	}
+	if c.Release {
+		s.release()
+	}
 	if c.Reset {
 		s.reset()
+		s.release()
 	}
 }
 
@@ -100,6 +174,7 @@ type Stats struct {
 	// answered 201: a partner honouring the key would not have processed
 	// them twice.
 	Absorbable int `json:"idempotency_key_repeats"`
+	Held       int `json:"held"` // calls waiting at the gate now
 }
 
 // Total is the number of claims answered so far (cheap to poll).
@@ -114,7 +189,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Total: s.total, ByGuid: map[string]int{}, ByClaimID: map[string]int{}, ByStatus: map[string]int{},
-		Accepted: map[string]int{}, LastStatus: map[string]int{}, MaxConcurrency: s.maxInflight, Absorbable: s.absorbable}
+		Accepted: map[string]int{}, LastStatus: map[string]int{}, MaxConcurrency: s.maxInflight, Absorbable: s.absorbable, Held: s.held}
 	for k, v := range s.byGuid {
 		st.ByGuid[k] = v
 	}
@@ -142,7 +217,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Stats())
 	case r.URL.Path == "/_control" && r.Method == http.MethodPost:
 		var c Control
-		if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields() // a misspelt field would otherwise be a silent no-op
+		err := dec.Decode(&c)
+		if err == nil {
+			err = c.Validate()
+		}
+		if err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 			return
 		}
@@ -187,6 +268,14 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The gate is checked where the answer is decided, under the lock, so
+	// that exactly HoldAfter calls are answered 201 before it closes, however
+	// many calls were in flight.
+	for s.closed() {
+		s.held++
+		s.gate.Wait()
+		s.held--
+	}
 	if key != "" && s.keysOK[key] {
 		s.absorbable++
 		if s.honourKey {
