@@ -1,28 +1,8 @@
-// Claimsys runs the stand-in for the partner's claim system, with the lab
-// fixture's behaviour, for the demo and for people trying the consumer.
-//
-// Usage:
-//
-//	claimsys [-addr 127.0.0.1:9202] [-delay 0] [-force-status 0] [-flap]
-//	claimsys -stats [-addr 127.0.0.1:9202]
-//
-// -stats asks a running claimsys for its counts and prints one line per
-// claim (guid, calls, 201s, last status) and the totals, for scripts and
-// people without curl and jq.
-//
-// Endpoints:
-//
-//	POST /v1/claims  docs empty → 422; claimId starting BUSY → 503; else 201
-//	GET  /_stats     {"total", "by_guid", "by_claim_id", "by_status",
-//	                  "max_concurrency", "idempotency_key_repeats", ...}
-//	POST /_control   {"delay_ms":50, "force_status":503, "flap":true,
-//	                  "honour_idempotency_key":true, "reset":true}
-//
-// Exit status: 0 after SIGINT or SIGTERM, 2 usage, 1 when it cannot listen.
 package main
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -33,12 +13,22 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
 )
+
+// doc is the manual: the package comment in doc.go, printed by -h, so
+// that the manual and -h cannot drift apart (as cmd/digraph does).
+//
+//go:embed doc.go
+var doc string
+
+const seeManual = "run 'claimsys -h' for the manual"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -51,16 +41,24 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("claimsys", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	// The flag package prints a parse error itself, then calls Usage:
+	// after a mistake one line says where the manual is; -h prints it.
+	fs.Usage = func() {}
 	addr := fs.String("addr", "127.0.0.1:9202", "listen `address`")
 	delay := fs.Duration("delay", 0, "`delay` before answering each claim")
 	force := fs.Int("force-status", 0, "answer every claim with this `status` (0: the fixture's rules)")
 	flap := fs.Bool("flap", false, "alternate 503 and 201 on every call")
 	stats := fs.Bool("stats", false, "print the counts of the claimsys running at -addr, and exit")
 	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			io.WriteString(stderr, manual(doc))
+		} else {
+			fmt.Fprintln(stderr, seeManual)
+		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	if err := checkFlags(fs, *addr, *delay, *force); err != nil {
+		return cli.Usagef("%v\n%s", err, seeManual)
 	}
 	if *stats {
 		return printStats(ctx, *addr, stdout)
@@ -73,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "claimsys: listening on http://%s (POST /v1/claims, GET /_stats)\n", ln.Addr())
+	fmt.Fprintf(stdout, "claimsys: listening on http://%s (POST /v1/claims, GET /_stats, POST /_control, GET /healthz)\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -81,12 +79,49 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
+	// A call held at the gate would keep Shutdown waiting: a stop answers
+	// it, as a partner going down gracefully finishes what it took.
+	srv.Release()
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(shut); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// checkFlags checks the values the flag package lets through: an argument
+// left over, and every number against its range.
+func checkFlags(fs *flag.FlagSet, addr string, delay time.Duration, force int) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("-addr %q: want host:port (127.0.0.1:9202): %v", addr, err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("-addr %q: the port must be a number, 0 to 65535", addr)
+	}
+	if delay < 0 || delay > claimsys.MaxDelay {
+		return fmt.Errorf("-delay %s: want 0 to %s", delay, claimsys.MaxDelay)
+	}
+	if force != 0 && !claimsys.ValidStatus(force) {
+		return fmt.Errorf("-force-status %d: want 0 (the fixture's rules) or an HTTP status 200 to 599", force)
+	}
+	return nil
+}
+
+// manual is the package comment of a doc.go file as plain text: the
+// comment markers taken off, the package clause and what follows dropped.
+func manual(src string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		if !strings.HasPrefix(line, "//") {
+			break
+		}
+		line = strings.TrimPrefix(line, "//")
+		b.WriteString(strings.TrimPrefix(line, " ") + "\n")
+	}
+	return b.String()
 }
 
 func printStats(ctx context.Context, addr string, w io.Writer) error {

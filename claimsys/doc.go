@@ -1,0 +1,72 @@
+// Claimsys runs the stand-in for the partner's claim system, with the lab
+// fixture's behaviour (python3 partner.py claim), for the demo and for
+// people trying the consumer.
+//
+// Usage:
+//
+//	claimsys [-addr 127.0.0.1:9202] [-delay 0] [-force-status 0] [-flap]
+//	claimsys -stats [-addr 127.0.0.1:9202]
+//
+// Flags:
+//
+//	-addr host:port   listen address (default 127.0.0.1:9202, the
+//	                  fixture's port); the port is 0 to 65535, 0 picking a
+//	                  free one (the address is printed on start)
+//	-delay d          wait d before answering each claim: a Go duration,
+//	                  0 to 10m (50ms, 1.5s); default 0
+//	-force-status n   answer every claim with status n instead of the
+//	                  fixture's rules: 0 (the rules, default) or a final
+//	                  HTTP status, 200 to 599 (a 1xx is not an answer)
+//	-flap             alternate 503 and 201 on every call, whatever the claim
+//	-stats            do not serve: ask the claimsys running at -addr for
+//	                  its counts and print one line per claim (guid, calls,
+//	                  201s, last status), then the totals, for scripts and
+//	                  people without curl and jq
+//
+// Endpoints:
+//
+//	POST /v1/claims  a claim JSON; the fixture's rules, in this order:
+//	                   body not a JSON object            → 400
+//	                   "docs" missing, null or []        → 422 documents missing
+//	                   "claimId" starting with BUSY      → 503 busy, try later
+//	                   anything else                     → 201 accepted
+//	GET  /_stats     counts as JSON: "total", "by_guid" (calls per claim),
+//	                 "by_claim_id", "by_status", "accepted_by_guid",
+//	                 "last_status_by_guid", "max_concurrency",
+//	                 "idempotency_key_repeats" (calls repeating an
+//	                 Idempotency-Key already answered 201), "held"
+//	POST /_control   change the behaviour while running; every field is
+//	                 optional, an unknown field or a value out of range is
+//	                 400 and changes nothing:
+//	                   "delay_ms": 50             delay per call, 0 to 600000
+//	                   "force_status": 503        as -force-status; 0 undoes it
+//	                   "flap": true               as -flap
+//	                   "honour_idempotency_key": true
+//	                                              answer a repeated key with 200
+//	                                              instead of processing it again
+//	                   "hold_after": 25           after 25 calls in all were
+//	                                              answered 201, hold every
+//	                                              further call unanswered (-1:
+//	                                              no gate)
+//	                   "release": true            answer the held calls and
+//	                                              open the gate
+//	                   "reset": true              zero the counts, open the gate
+//	GET  /healthz    200 {"status":"ok"} while it serves
+//
+// To get a 422, send a claim without documents:
+//
+//	curl -si -d '{"guid":"g-1","claimId":"C-1","docs":[]}' http://127.0.0.1:9202/v1/claims
+//
+// To get a 503, use a claimId starting with BUSY, or make every call one:
+//
+//	curl -si -d '{"guid":"g-2","claimId":"BUSY-1","docs":["r.pdf"]}' http://127.0.0.1:9202/v1/claims
+//	curl -s -d '{"force_status":503}' http://127.0.0.1:9202/_control
+//
+// Exit status:
+//
+//	0   stopped by SIGINT or SIGTERM (held calls are released and answered
+//	    first), or -stats printed
+//	1   it cannot listen on -addr (in use, not this machine's address)
+//	2   usage error: an unknown flag, a value out of range, an argument
+//	69  -stats: no claimsys answers at -addr
+package main
