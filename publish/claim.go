@@ -1,87 +1,120 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
-	"sync"
+	"slices"
 	"syscall"
+
+	"eaimq/internal/claimid"
 )
 
-// claim is one file to publish: its bytes, unchanged, and the guid that
-// becomes the message_id.
+// claim is one file to publish, as the first pass left it: enough to find
+// it again and to notice that it changed, not its bytes, which are read
+// again when it is sent. Only what cannot be read twice (standard input, a
+// pipe, a FIFO, a device) keeps its bytes; each is at most -max-bytes.
 type claim struct {
 	name string // file name as given ("-" for stdin)
-	body []byte
+	size int
+	sum  uint32 // CRC-32C of the bytes checked
 	guid string
-	err  error // why it cannot be published; nil when valid
+	body []byte // kept only when the file cannot be read again
+	err  error  // why it cannot be published; nil when valid
 }
 
-// readClaim reads and validates one claim. It reads at most maxBytes+1
-// bytes so that a huge file is refused without being held in memory.
-func readClaim(name string, stdin io.Reader, maxBytes int64, scratch *[]byte) claim {
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// readClaim reads and checks one claim into *buf (the caller's, reused for
+// the next file), reading at most maxBytes+1 bytes so that a huge file is
+// refused without being held.
+func readClaim(ctx context.Context, name string, stdin io.Reader, maxBytes int64, buf *[]byte) claim {
 	c := claim{name: name}
-	var body []byte
 	var err error
+	keep := true
 	if name == "-" {
-		body, err = io.ReadAll(io.LimitReader(stdin, maxBytes+1))
+		*buf, err = readLimited(ctx, stdin, maxBytes+1, -1, (*buf)[:0])
 	} else {
-		body, err = readFile(name, maxBytes+1, scratch)
+		*buf, keep, err = readPath(ctx, name, maxBytes+1, (*buf)[:0])
 	}
+	body := *buf
 	switch {
-	case errors.Is(err, syscall.EISDIR):
-		c.err = errors.New("is a directory")
-		return c
 	case err != nil:
-		c.err = openError(err)
+		c.err = err
 		return c
 	case int64(len(body)) > maxBytes:
 		c.err = fmt.Errorf("larger than the %d-byte limit (-max-bytes)", maxBytes)
 		return c
 	}
-	c.body = body
-	c.guid, c.err = validate(body)
+	c.guid, c.err = claimid.Guid(body)
+	if c.err != nil {
+		return c
+	}
+	c.size, c.sum = len(body), crc32.Checksum(body, castagnoli)
+	if keep {
+		c.body = append([]byte(nil), body...)
+	}
 	return c
 }
 
-// readFile reads at most limit bytes of name with bare syscalls (open,
-// read, close): for a batch of thousands of small claim files, os.File's
-// bookkeeping costs more than the reads, and the batch is validated before
-// anything is published, so this time is pure latency. scratch is the
-// caller's reusable buffer; the result is a copy of exactly what was read.
-func readFile(name string, limit int64, scratch *[]byte) ([]byte, error) {
-	fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	for err == syscall.EINTR {
-		fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	}
+// readPath reads at most limit bytes of the file name into buf. keep says
+// whether its bytes must be kept, since only a regular file can be read a
+// second time.
+func readPath(ctx context.Context, name string, limit int64, buf []byte) (body []byte, keep bool, err error) {
+	f, err := os.Open(name) // a FIFO without a writer blocks here; the caller does not wait for it past a signal
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		return buf, false, openError(err)
 	}
-	defer syscall.Close(fd)
-	buf := *scratch
-	n := 0
-	for int64(n) < limit {
-		if n == len(buf) {
-			buf = append(buf, make([]byte, len(buf))...)
-			*scratch = buf
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return buf, false, err
+	}
+	size := int64(-1)
+	switch {
+	case fi.IsDir():
+		return buf, false, errors.New("is a directory")
+	case fi.Mode().IsRegular():
+		size = fi.Size()
+	}
+	body, err = readLimited(ctx, f, limit, size, buf)
+	if errors.Is(err, syscall.EISDIR) {
+		err = errors.New("is a directory")
+	}
+	return body, size < 0, err
+}
+
+// readLimited appends to buf what r holds, up to limit bytes, in chunks,
+// and stops between chunks when ctx ends: /dev/zero must not keep a
+// process busy after Ctrl-C. size, when known (>= 0), sizes buf at once.
+func readLimited(ctx context.Context, r io.Reader, limit, size int64, buf []byte) ([]byte, error) {
+	const chunk = 1 << 20
+	if size >= 0 {
+		if want := int(min(size+1, limit)); cap(buf) < want {
+			buf = make([]byte, 0, want)
 		}
-		want := min(len(buf), int(min(limit, int64(len(buf)))))
-		m, err := syscall.Read(fd, buf[n:want])
-		if err == syscall.EINTR {
-			continue
+	}
+	for int64(len(buf)) < limit {
+		if err := ctx.Err(); err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, int(min(max(int64(cap(buf)), 64<<10), limit-int64(len(buf)))))
+		}
+		n := min(cap(buf)-len(buf), chunk, int(limit-int64(len(buf))))
+		m, err := r.Read(buf[len(buf) : len(buf)+n])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
 		}
 		if err != nil {
-			return nil, &os.PathError{Op: "read", Path: name, Err: err}
+			return buf, err
 		}
-		if m == 0 {
-			break
-		}
-		n += m
 	}
-	return append([]byte(nil), buf[:n]...), nil
+	return buf, nil
 }
 
 func openError(err error) error {
@@ -94,85 +127,92 @@ func openError(err error) error {
 	return err
 }
 
-// validate checks that body is a JSON object with a non-empty string guid,
-// and returns the guid. Only what the relay itself needs is checked: the
-// partner judges the rest (an empty docs list is its 422 to give).
-func validate(body []byte) (string, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return "", errors.New("empty file, not a claim JSON object")
+// errChanged: the file is not what the first pass checked.
+var errChanged = errors.New("changed since it was checked (size or contents differ); not sent")
+
+// reread reads c's file again into buf for sending and checks that it is
+// the same bytes the first pass checked.
+func reread(ctx context.Context, c *claim, buf []byte) ([]byte, error) {
+	if c.body != nil {
+		return c.body, nil
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return "", fmt.Errorf("malformed JSON: %w", err)
+	body, _, err := readPath(ctx, c.name, int64(c.size)+1, buf[:0])
+	switch {
+	case err != nil:
+		return body, fmt.Errorf("could not be read again: %w; not sent", err)
+	case len(body) != c.size, crc32.Checksum(body, castagnoli) != c.sum:
+		return body, errChanged
 	}
-	if dec.More() {
-		return "", errors.New("malformed JSON: more than one value in the file")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return "", errors.New("malformed JSON: trailing data after the object")
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return "", fmt.Errorf("JSON is %s, not an object", kind(v))
-	}
-	g, present := obj["guid"]
-	if !present {
-		return "", errors.New(`no "guid" field (it becomes the message_id)`)
-	}
-	s, ok := g.(string)
-	if !ok {
-		return "", fmt.Errorf(`"guid" is %s, not a string`, kind(g))
-	}
-	if s == "" {
-		return "", errors.New(`"guid" is empty`)
-	}
-	if len(s) > 255 {
-		return "", errors.New(`"guid" is longer than 255 bytes, the AMQP limit for message_id`)
-	}
-	return s, nil
+	return body, nil
 }
 
-func kind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case json.Number:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
+// checked is one file's outcome of the first pass.
+type checked struct {
+	i int
+	c claim
 }
 
-// readClaims reads and validates files with a few goroutines: a batch of
-// many small files is bound by open/read/close syscalls, which overlap well.
-func readClaims(files []string, stdin io.Reader, maxBytes int64) []claim {
+// readClaims runs the first pass: every file read and checked, a few at a
+// time (a batch of small files is bound by open/read/close, which overlap
+// well), keeping only what claim keeps. It returns at once when ctx ends,
+// with the names of the files still being read: a read from a FIFO
+// without a writer or a terminal cannot be interrupted, so its goroutine
+// is left to the process's exit.
+func readClaims(ctx context.Context, files []string, stdin io.Reader, maxBytes int64) ([]claim, []string, error) {
 	claims := make([]claim, len(files))
-	workers := min(8, len(files))
+	// Each worker holds a buffer as large as the largest file it has read;
+	// fewer workers when files may be large keep that bounded.
+	workers := max(1, min(8, len(files), int((32<<20)/maxBytes)))
 	next := make(chan int)
-	var wg sync.WaitGroup
+	out := make(chan checked)
+	stop := make(chan struct{})
+	defer close(stop)
 	for range workers {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			scratch := make([]byte, 64<<10)
+			var buf []byte
 			for i := range next {
-				claims[i] = readClaim(files[i], stdin, maxBytes, &scratch)
+				c := readClaim(ctx, files[i], stdin, maxBytes, &buf)
+				select {
+				case out <- checked{i, c}:
+				case <-stop:
+					return
+				}
 			}
 		}()
 	}
-	for i := range files {
-		next <- i
+	busy := map[int]bool{}
+	sent, got := 0, 0
+	for got < len(files) {
+		var feed chan int
+		if sent < len(files) {
+			feed = next
+		}
+		select {
+		case feed <- sent:
+			busy[sent] = true
+			sent++
+			if sent == len(files) {
+				close(next)
+			}
+		case r := <-out:
+			delete(busy, r.i)
+			claims[r.i] = r.c
+			got++
+		case <-ctx.Done():
+			if sent < len(files) {
+				close(next)
+			}
+			var reading []string
+			for i := range files {
+				if busy[i] {
+					reading = append(reading, files[i])
+				}
+			}
+			return nil, reading, ctx.Err()
+		}
 	}
-	close(next)
-	wg.Wait()
-	return claims
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err // a file may have stopped short: no verdict
+	}
+	return claims, nil, nil
 }

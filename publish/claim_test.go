@@ -1,67 +1,95 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
-func TestValidate(t *testing.T) {
-	for _, tc := range []struct {
-		body, guid, err string
-	}{
-		{`{"guid":"g1","claimId":"C-1","docs":["a.pdf"]}`, "g1", ""},
-		{`{"guid":"g2","docs":[]}`, "g2", ""}, // the partner's 422 to give, not ours
-		{"  {\"guid\":\"g3\"}\n", "g3", ""},
-		{``, "", "empty"},
-		{`{"guid":`, "", "malformed JSON"},
-		{`{"guid":"a"} {"guid":"b"}`, "", "more than one value"},
-		{`[1,2]`, "", "an array, not an object"},
-		{`"x"`, "", "a string, not an object"},
-		{`null`, "", "null, not an object"},
-		{`{"claimId":"C-1"}`, "", `no "guid"`},
-		{`{"guid":""}`, "", `"guid" is empty`},
-		{`{"guid":42}`, "", `"guid" is a number`},
-		{`{"guid":null}`, "", `"guid" is null`},
-		{`{"guid":"` + strings.Repeat("x", 256) + `"}`, "", "255"},
-	} {
-		guid, err := validate([]byte(tc.body))
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("%q: unexpected error %v", tc.body, err)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("%q: error %v, want one containing %q", tc.body, err, tc.err)
-		case guid != tc.guid:
-			t.Errorf("%q: guid %q, want %q", tc.body, guid, tc.guid)
-		}
-	}
-}
-
 func TestReadClaimDirectory(t *testing.T) {
-	scratch := make([]byte, 16)
-	if c := readClaim(t.TempDir(), nil, 100, &scratch); c.err == nil || !strings.Contains(c.err.Error(), "directory") {
+	var buf []byte
+	if c := readClaim(context.Background(), t.TempDir(), nil, 100, &buf); c.err == nil || !strings.Contains(c.err.Error(), "directory") {
 		t.Errorf("a directory: err %v", c.err)
 	}
 }
 
-func TestReadFileLimitsAndGrows(t *testing.T) {
+// A regular file keeps only its name, size, guid and checksum; what cannot
+// be read twice keeps its bytes.
+func TestReadClaimKeepsOnlyWhatCannotBeReadAgain(t *testing.T) {
 	dir := t.TempDir()
-	body := strings.Repeat("y", 100)
-	p := dir + "/c.json"
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+	body := `{"guid":"k1"}`
+	f := writeClaim(t, dir, "c.json", body)
+	var buf []byte
+	c := readClaim(context.Background(), f, nil, 100, &buf)
+	if c.err != nil || c.guid != "k1" || c.size != len(body) || c.body != nil {
+		t.Errorf("regular file: %+v", c)
+	}
+	c = readClaim(context.Background(), "-", strings.NewReader(body), 100, &buf)
+	if c.err != nil || string(c.body) != body {
+		t.Errorf("stdin: %+v", c)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	scratch := make([]byte, 7) // smaller than the file: must grow
-	got, err := readFile(p, 1000, &scratch)
-	if err != nil || string(got) != body {
-		t.Fatalf("readFile: %q %v", got, err)
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			io.WriteString(w, body)
+			w.Close()
+		}
+	}()
+	c = readClaim(context.Background(), fifo, nil, 100, &buf)
+	if c.err != nil || string(c.body) != body {
+		t.Errorf("FIFO: %+v", c)
 	}
-	got, err = readFile(p, 51, &scratch)
+}
+
+func TestReadLimited(t *testing.T) {
+	src := strings.Repeat("y", 100)
+	for _, size := range []int64{-1, 100, 7} { // unknown, exact, wrong (a file that grew)
+		got, err := readLimited(context.Background(), strings.NewReader(src), 1000, size, nil)
+		if err != nil || string(got) != src {
+			t.Errorf("size %d: %q %v", size, got, err)
+		}
+	}
+	got, err := readLimited(context.Background(), strings.NewReader(src), 51, -1, nil)
 	if err != nil || len(got) != 51 {
-		t.Fatalf("limit 51: read %d, %v", len(got), err)
+		t.Errorf("limit 51: read %d, %v", len(got), err)
 	}
-	if _, err := readFile(dir+"/missing", 10, &scratch); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("missing: %v", err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := readLimited(ctx, strings.NewReader(src), 1000, -1, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("after cancel: %v", err)
+	}
+}
+
+func TestRereadNoticesAChange(t *testing.T) {
+	dir := t.TempDir()
+	f := writeClaim(t, dir, "c.json", `{"guid":"r1"}`)
+	var buf []byte
+	c := readClaim(context.Background(), f, nil, 100, &buf)
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if body, err := reread(context.Background(), &c, nil); err != nil || string(body) != `{"guid":"r1"}` {
+		t.Fatalf("unchanged: %q %v", body, err)
+	}
+	writeClaim(t, dir, "c.json", `{"guid":"r2"}`) // same size, other bytes
+	if _, err := reread(context.Background(), &c, nil); !errors.Is(err, errChanged) {
+		t.Errorf("same size, other bytes: %v", err)
+	}
+	writeClaim(t, dir, "c.json", `{"guid":"r1"} `)
+	if _, err := reread(context.Background(), &c, nil); !errors.Is(err, errChanged) {
+		t.Errorf("grown: %v", err)
+	}
+	os.Remove(f)
+	if _, err := reread(context.Background(), &c, nil); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("gone: %v", err)
 	}
 }

@@ -1,59 +1,3 @@
-// Publish sends claim JSON files to RabbitMQ and reports each one sent only
-// when the broker has confirmed it and routed it to a queue.
-//
-// It is the drop-in for the lab's publish.py: `publish claim.json` publishes
-// the file's bytes, unchanged, to exchange eai.claim with routing key claim,
-// persistent (delivery_mode 2), message_id = the JSON's guid, content_type
-// application/json, with publisher confirms and the mandatory flag.
-//
-// Usage:
-//
-//	publish [flags] FILE...
-//
-// FILE "-" reads one claim from standard input. Many files are published in
-// one connection with pipelined confirms (up to -window outstanding), not one
-// round trip each.
-//
-// Every file is read and checked before anything is published: it must be a
-// JSON object of at most -max-bytes with a non-empty string "guid". If any
-// file fails, nothing is published (exit 65) unless -keep-going asks to send
-// the valid ones.
-//
-// A claim counts as sent only when the broker acked it and did not return it.
-// The broker acks an unroutable mandatory message after returning it
-// (basic.return, then basic.ack), so a return is a failure even though an
-// ack follows.
-//
-// Flags:
-//
-//	-window n       confirms outstanding at once (default 256)
-//	-timeout d      longest wait for a confirm (default 10s)
-//	-max-bytes n    largest claim file accepted (default 1048576)
-//	-keep-going     publish the valid files even if some are invalid
-//	-progress mode  auto (on a terminal), always or never (default auto)
-//
-// Output: each failed claim gets one line on stderr with its file name and
-// reason; stdout gets a summary line (sent, returned, nacked, invalid,
-// unconfirmed). Progress goes to stderr when it is a terminal.
-//
-// Environment:
-//
-//	EAI_AMQP_URL  broker address (default amqp://guest:guest@127.0.0.1:5672/%2F;
-//	              amqps:// speaks TLS)
-//
-// Exit status (when several apply, the first in this list):
-//
-//	0   every claim was confirmed and routed
-//	2   usage error
-//	69  the broker cannot be reached, or the connection died mid-run
-//	75  a confirm did not come in time: those claims may or may not be
-//	    queued; publishing them again is safe, since the consumer
-//	    deduplicates by message_id
-//	78  exchange eai.claim does not exist: run topology first
-//	4   the broker nacked a claim
-//	3   a claim was returned as unroutable (no queue bound)
-//	65  a file is not a valid claim (missing, unreadable, not JSON, not an
-//	    object, no string guid, too large)
 package main
 
 import (
@@ -65,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -81,6 +24,17 @@ import (
 const (
 	exitReturned = 3
 	exitNacked   = 4
+)
+
+// Ranges of the numeric flags. A window beyond a few hundred adds no
+// throughput (BenchmarkPublishVsBare) and costs memory per slot; RabbitMQ's
+// default max_message_size is 128 MiB; a confirm or a connection that
+// takes more than an hour is a failure to report, not to wait for.
+const (
+	maxWindow   = 10000
+	maxMaxBytes = 128 << 20
+	minTimeout  = 100 * time.Millisecond
+	maxTimeout  = time.Hour
 )
 
 func main() {
@@ -103,9 +57,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.IntVar(&o.window, "window", 256, "`n` confirms outstanding at once")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "longest `wait` for a confirm")
-	fs.Int64Var(&o.maxBytes, "max-bytes", 1<<20, "largest claim file accepted, in `bytes`")
+	fs.IntVar(&o.window, "window", 256, fmt.Sprintf("`n` confirms outstanding at once, 1 to %d", maxWindow))
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, fmt.Sprintf("longest `wait` for a confirm and for the connection, %s to %s", minTimeout, maxTimeout))
+	fs.Int64Var(&o.maxBytes, "max-bytes", 1<<20, fmt.Sprintf("largest claim file accepted, in `bytes`, 1 to %d (128 MiB, RabbitMQ's default limit)", maxMaxBytes))
 	fs.BoolVar(&o.keepGoing, "keep-going", false, "publish the valid files even if some are invalid")
 	fs.StringVar(&o.progress, "progress", "auto", "progress on stderr: `mode` auto (terminal only), always, never")
 	fs.Usage = func() {
@@ -113,14 +67,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			"Publishes each claim JSON file, its bytes unchanged, to exchange eai.claim with routing\n"+
 			"key claim: persistent, message_id = the JSON's guid, content_type application/json,\n"+
 			"with publisher confirms and mandatory. A claim is sent only when the broker acked it\n"+
-			"and did not return it (unroutable). Every file is checked first (a JSON object, a\n"+
-			"non-empty string guid, at most -max-bytes); if one fails, nothing is published\n"+
-			"unless -keep-going. Failures: one line each on stderr. Summary: stdout.\n\nflags:\n")
+			"and did not return it (unroutable).\n\n"+
+			"Every file is checked first; if one fails, nothing is published unless -keep-going.\n"+
+			"A claim is one JSON object of at most -max-bytes whose top-level \"guid\" (exact case,\n"+
+			"once) is a string, taken byte-exact: 1 to 255 bytes of valid UTF-8, no lone surrogate\n"+
+			"escape, no control character (TAB included, C1 too), no white space at either end.\n"+
+			"Files are read again to be sent, so memory stays small; one that changed in between\n"+
+			"is not sent. Standard input and pipes are read once and kept.\n\n"+
+			"SIGINT/SIGTERM stops it within a second; no message is cut in half.\n"+
+			"Failures: one line each on stderr. Summary: stdout.\n\nflags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL (default %s)\n"+
-			"exit status: 0 all sent, 2 usage, 3 returned (unroutable), 4 nacked, 65 invalid file,\n"+
-			"  69 broker unreachable, 75 confirm timed out (may be queued; resending is safe),\n"+
-			"  78 exchange eai.claim missing (run topology)\n", broker.DefaultURL)
+			"exit status: 0 all sent, 2 usage (or a flag out of range), 3 returned (unroutable),\n"+
+			"  4 nacked, 65 invalid or changed file, 69 broker unreachable, 75 confirm timed out or\n"+
+			"  interrupted before it (may be queued; resending is safe), 78 exchange eai.claim missing\n"+
+			"  (run topology), 130 interrupted with nothing in doubt (nothing published, or all of\n"+
+			"  what was published confirmed)\n", broker.DefaultURL)
 	}
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -129,12 +91,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case fs.NArg() == 0:
 		fs.Usage()
 		return cli.Usagef("no claim file given")
-	case o.window < 1:
-		return cli.Usagef("-window must be at least 1")
-	case o.timeout <= 0:
-		return cli.Usagef("-timeout must be positive")
-	case o.maxBytes < 1:
-		return cli.Usagef("-max-bytes must be at least 1")
+	case o.window < 1 || o.window > maxWindow:
+		return cli.Usagef("-window %d is out of range: 1 to %d", o.window, maxWindow)
+	case o.timeout < minTimeout || o.timeout > maxTimeout:
+		return cli.Usagef("-timeout %s is out of range: %s to %s", o.timeout, minTimeout, maxTimeout)
+	case o.maxBytes < 1 || o.maxBytes > maxMaxBytes:
+		return cli.Usagef("-max-bytes %d is out of range: 1 to %d (128 MiB, RabbitMQ's default largest message)", o.maxBytes, maxMaxBytes)
 	case o.progress != "auto" && o.progress != "always" && o.progress != "never":
 		return cli.Usagef("-progress must be auto, always or never")
 	}
@@ -148,17 +110,20 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 	start := time.Now()
 	// Connect while the files are read: the AMQP handshake is a few round
 	// trips of idle waiting, and reading a large batch is mostly syscalls.
-	// Nothing is published before every file has been validated.
-	connection := dialAsync(broker.URL(getenv), o.window, o.timeout)
-	defer func() {
-		if d, err := connection(); err == nil {
-			broker.Close(d.conn)
-		}
-	}()
+	// Nothing is published before every file has been checked.
+	dial := dialAsync(ctx, broker.URL(getenv), o.window, o.timeout)
+	defer dial.close()
 
-	// Validate everything first: a bad file in the middle of a batch must
-	// not leave the first half sent and the rest not.
-	claims := readClaims(files, stdin, o.maxBytes)
+	// Check everything first: a bad file in the middle of a batch must not
+	// leave the first half sent and the rest not.
+	claims, reading, err := readClaims(ctx, files, stdin, o.maxBytes)
+	if err != nil {
+		fmt.Fprintf(stdout, "publish: 0 sent; interrupted before publishing, nothing published\n")
+		if len(reading) > 0 {
+			return cli.Exitf(cli.ExitInterrupted, "interrupted while reading %s: nothing published", names(reading))
+		}
+		return cli.Exitf(cli.ExitInterrupted, "interrupted while reading the files: nothing published")
+	}
 	results := make([]result, len(files))
 	invalid := 0
 	for i, c := range claims {
@@ -177,13 +142,26 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 		return cli.Exitf(cli.ExitDataErr, "no valid claim to publish")
 	}
 
-	d, err := connection()
+	d, err := dial.wait(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stdout, "publish: 0 sent; interrupted before publishing, nothing published\n")
+			return cli.Exitf(cli.ExitInterrupted, "interrupted while connecting to the broker: nothing published")
+		}
 		return err
 	}
-	p := d.p
+	// A signal must end the run within a second even when a write to the
+	// broker is stuck (a broker under an alarm stops reading, and a big
+	// claim fills the socket): once send has had its time to drain, the
+	// connection is closed under it, which fails the write.
+	watchdog := context.AfterFunc(ctx, func() {
+		time.AfterFunc(drainGrace+2*pollStep+100*time.Millisecond, func() {
+			d.conn.CloseDeadline(time.Now().Add(100 * time.Millisecond))
+		})
+	})
+	defer watchdog()
 	prog := newProgress(stderr, o.progress, len(files)-invalid)
-	sendErr := send(ctx, p, o.window, claims, results, prog.update)
+	sendErr := send(ctx, d.p, o, claims, results, prog.update)
 	prog.finish()
 
 	var n [notSent + 1]int
@@ -193,30 +171,40 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 		}
 		n[r.outcome]++
 		if r.outcome != sent {
-			fmt.Fprintf(stderr, "publish: %s (guid %s): %s\n", claims[i].name, claims[i].guid, r.reason)
+			fmt.Fprintf(stderr, "publish: %s (guid %q): %s\n", claims[i].name, claims[i].guid, r.reason)
 		}
 	}
-	fmt.Fprintf(stdout, "publish: %d sent, %d returned, %d nacked, %d invalid, %d unconfirmed, %d not sent (%s)\n",
-		n[sent], n[returned], n[nacked], invalid, n[unconfirmed], n[notSent], time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "publish: %d sent, %d returned, %d nacked, %d invalid, %d changed, %d unconfirmed, %d not sent (%s)\n",
+		n[sent], n[returned], n[nacked], invalid, n[changed], n[unconfirmed], n[notSent], time.Since(start).Round(time.Millisecond))
 
 	switch {
-	case errors.Is(sendErr, context.Canceled):
-		return cli.Exitf(cli.ExitTempFail, "interrupted: %d claim(s) not confirmed", n[unconfirmed]+n[notSent])
+	case ctx.Err() != nil && n[unconfirmed] > 0:
+		return cli.Exitf(cli.ExitTempFail, "interrupted: %d claim(s) published but not confirmed: they may or may not be queued, and publishing them again is safe; %d not published", n[unconfirmed], n[notSent])
+	case ctx.Err() != nil && n[notSent] > 0:
+		return cli.Exitf(cli.ExitInterrupted, "interrupted: %d claim(s) sent and confirmed, %d not published", n[sent], n[notSent])
 	case errors.Is(sendErr, confirm.ErrTimeout):
 		if why := d.blockedReason(); why != "" {
 			sendErr = fmt.Errorf("%w: the broker is blocking publishers (%s): a memory or disk alarm; brokerstatus shows it", sendErr, why)
 		}
-		return cli.Exit(cli.ExitTempFail, sendErr)
+		return cli.Exit(cli.ExitTempFail, fmt.Errorf("%w: %d claim(s) may or may not be queued; publishing them again is safe", sendErr, n[unconfirmed]))
 	case sendErr != nil:
 		return cli.Exit(cli.ExitUnavailable, sendErr)
 	case n[nacked] > 0:
 		return cli.Exitf(exitNacked, "%d claim(s) nacked by the broker", n[nacked])
 	case n[returned] > 0:
 		return cli.Exitf(exitReturned, "%d claim(s) returned as unroutable", n[returned])
-	case invalid > 0:
-		return cli.Exitf(cli.ExitDataErr, "%d file(s) were not valid claims and were skipped", invalid)
+	case invalid > 0 || n[changed] > 0:
+		return cli.Exitf(cli.ExitDataErr, "%d file(s) were not valid claims and %d changed before sending; they were not sent", invalid, n[changed])
 	}
 	return nil
+}
+
+// names lists a few file names for a message.
+func names(files []string) string {
+	if len(files) > 3 {
+		return strings.Join(files[:3], ", ") + fmt.Sprintf(" and %d more", len(files)-3)
+	}
+	return strings.Join(files, ", ")
 }
 
 // dialed is a connection with its confirming publisher, or why there is none.
@@ -244,15 +232,22 @@ func (d *dialed) blockedReason() string {
 	}
 }
 
-// dialAsync starts connecting (and checking the exchange) at once and
-// returns a function that waits for the outcome; it may be called any number
-// of times.
-func dialAsync(url string, window int, timeout time.Duration) func() (*dialed, error) {
-	c := make(chan dialed, 1)
+// dialing is a connection being made in the background.
+type dialing struct {
+	ctx  context.Context
+	done chan struct{} // closed when d is set
+	d    dialed
+}
+
+// dialAsync starts connecting (and checking the exchange) at once; a
+// signal (ctx) ends the attempt.
+func dialAsync(ctx context.Context, url string, window int, timeout time.Duration) *dialing {
+	g := &dialing{ctx: ctx, done: make(chan struct{})}
 	go func() {
-		conn, err := broker.Dial(url, "publish", timeout)
+		defer close(g.done)
+		conn, err := broker.DialContext(ctx, url, "publish", timeout)
 		if err != nil {
-			c <- dialed{err: cli.Exit(cli.ExitUnavailable, err)}
+			g.d = dialed{err: cli.Exit(cli.ExitUnavailable, err)}
 			return
 		}
 		// Publishing to a missing exchange makes the broker close the
@@ -264,20 +259,52 @@ func dialAsync(url string, window int, timeout time.Duration) func() (*dialed, e
 		}
 		var p *confirm.Publisher
 		if err == nil {
-			p, err = confirm.New(ch, window, timeout)
+			// Await's timeout is send's tick; send keeps the user's
+			// -timeout itself, so that it can also watch for a signal.
+			p, err = confirm.New(ch, window, min(timeout, pollStep))
 		}
 		if err != nil {
 			broker.Close(conn)
-			c <- dialed{err: cli.Broker(err, topo.ErrMissing)}
+			g.d = dialed{err: cli.Broker(err, topo.ErrMissing)}
 			return
 		}
 		// A broker under a memory or disk alarm stops reading from
 		// publishers; its connection.blocked says why the confirm is late.
 		blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 64))
-		c <- dialed{conn: conn, p: p, blocked: blocked}
+		g.d = dialed{conn: conn, p: p, blocked: blocked}
 	}()
-	return sync.OnceValues(func() (*dialed, error) {
-		d := <-c
-		return &d, d.err
-	})
+	return g
+}
+
+// wait returns the connection, or why there is none; it stops waiting
+// when ctx ends.
+func (g *dialing) wait(ctx context.Context) (*dialed, error) {
+	select {
+	case <-g.done:
+		return &g.d, g.d.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// close closes the connection, now if it is made, else when it is: exit
+// never waits for a handshake. After a signal the broker gets a moment
+// for its close-ok, not the usual two seconds.
+func (g *dialing) close() {
+	closeIt := func() {
+		if g.d.conn == nil {
+			return
+		}
+		if g.ctx.Err() != nil {
+			g.d.conn.CloseDeadline(time.Now().Add(200 * time.Millisecond))
+			return
+		}
+		broker.Close(g.d.conn)
+	}
+	select {
+	case <-g.done:
+		closeIt()
+	default:
+		go func() { <-g.done; closeIt() }()
+	}
 }

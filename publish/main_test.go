@@ -118,46 +118,117 @@ func TestMissingTopology(t *testing.T) {
 	}
 }
 
-func TestBadInputPublishesNothing(t *testing.T) {
+// TestBadInput: every kind of bad input, alone, is refused with its exit
+// code and a first stderr line naming the file (or flag) and the reason,
+// and nothing at all is published.
+func TestBadInput(t *testing.T) {
 	vh := brokertest.New(t)
 	vh.Topology(t)
 	dir := t.TempDir()
-	big := writeClaim(t, dir, "big.json", `{"guid":"big","pad":"`+strings.Repeat("x", 2000)+`"}`)
-	unreadable := writeClaim(t, dir, "secret.json", `{"guid":"s"}`)
+	claim := func(name, body string) string { return writeClaim(t, dir, name, body) }
+	unreadable := claim("secret.json", `{"guid":"s"}`)
 	if err := os.Chmod(unreadable, 0); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name, file, want string
-		args             []string
-	}{
-		{"missing", filepath.Join(dir, "nope.json"), "no such file", nil},
-		{"malformed", writeClaim(t, dir, "bad.json", `{"guid":`), "malformed JSON", nil},
-		{"array", writeClaim(t, dir, "arr.json", `[{"guid":"a"}]`), "not an object", nil},
-		{"no guid", writeClaim(t, dir, "noguid.json", `{"claimId":"C"}`), `no "guid"`, nil},
-		{"empty guid", writeClaim(t, dir, "emptyguid.json", `{"guid":""}`), `"guid" is empty`, nil},
-		{"number guid", writeClaim(t, dir, "numguid.json", `{"guid":7}`), "not a string", nil},
-		{"too big", big, "limit", []string{"-max-bytes", "1000"}},
+	type tc struct {
+		name string
+		args []string
+		code int
+		want string // in the first stderr line, with the file's name when there is a file
+	}
+	cases := []tc{
+		{"missing", []string{filepath.Join(dir, "nope.json")}, cli.ExitDataErr, "no such file"},
+		{"directory", []string{dir}, cli.ExitDataErr, "is a directory"},
+		{"empty file", []string{claim("empty.json", "")}, cli.ExitDataErr, "empty"},
+		{"malformed", []string{claim("bad.json", `{"guid":`)}, cli.ExitDataErr, "malformed JSON"},
+		{"two objects", []string{claim("two.json", `{"guid":"a"}{"guid":"b"}`)}, cli.ExitDataErr, "more than one value"},
+		{"array", []string{claim("arr.json", `[{"guid":"a"}]`)}, cli.ExitDataErr, "JSON is an array, not an object"},
+		{"no guid", []string{claim("noguid.json", `{"claimId":"C"}`)}, cli.ExitDataErr, `no "guid"`},
+		{"GUID is not guid", []string{claim("upper.json", `{"GUID":"x"}`)}, cli.ExitDataErr, `no "guid"`},
+		{"duplicate guid", []string{claim("dup.json", `{"guid":"a","guid":"b"}`)}, cli.ExitDataErr, `"guid": appears 2 times`},
+		{"empty guid", []string{claim("emptyguid.json", `{"guid":""}`)}, cli.ExitDataErr, `"guid": empty`},
+		{"number guid", []string{claim("numguid.json", `{"guid":7}`)}, cli.ExitDataErr, "a number, not a string"},
+		{"256-byte guid", []string{claim("long.json", `{"guid":"`+strings.Repeat("x", 256)+`"}`)}, cli.ExitDataErr, "256 bytes long"},
+		{"lone surrogate d800", []string{claim("sur1.json", `{"guid":"sur-\ud800"}`)}, cli.ExitDataErr, `lone surrogate \ud800`},
+		{"lone surrogate dbff", []string{claim("sur2.json", `{"guid":"sur-\udbff"}`)}, cli.ExitDataErr, `lone surrogate \udbff`},
+		{"lone low surrogate", []string{claim("sur3.json", `{"guid":"sur-\udc00"}`)}, cli.ExitDataErr, `lone surrogate \udc00`},
+		{"raw 0xff", []string{claim("ff.json", "{\"guid\":\"bad-\xff\"}")}, cli.ExitDataErr, "not valid UTF-8: byte 0xFF"},
+		{"raw 0xfe", []string{claim("fe.json", "{\"guid\":\"bad-\xfe\"}")}, cli.ExitDataErr, "not valid UTF-8: byte 0xFE"},
+		{"newline", []string{claim("nl.json", `{"guid":"a\nb"}`)}, cli.ExitDataErr, "control character U+000A"},
+		{"NUL", []string{claim("nul.json", `{"guid":"a\u0000b"}`)}, cli.ExitDataErr, "control character U+0000"},
+		{"ESC", []string{claim("esc.json", `{"guid":"a\u001b[31m"}`)}, cli.ExitDataErr, "control character U+001B"},
+		{"BEL", []string{claim("bel.json", `{"guid":"a\u0007"}`)}, cli.ExitDataErr, "control character U+0007"},
+		{"C1", []string{claim("c1.json", `{"guid":"a\u0085b"}`)}, cli.ExitDataErr, "control character U+0085"},
+		{"TAB", []string{claim("tab.json", `{"guid":"a\tb"}`)}, cli.ExitDataErr, "TAB at byte 1"},
+		{"leading space", []string{claim("lead.json", `{"guid":" a"}`)}, cli.ExitDataErr, "begins with white space"},
+		{"too big", []string{"-max-bytes", "1000", claim("big.json", `{"guid":"big","pad":"`+strings.Repeat("x", 2000)+`"}`)}, cli.ExitDataErr, "larger than the 1000-byte limit"},
+		{"window 0", []string{"-window", "0", "x"}, cli.ExitUsage, "-window 0 is out of range: 1 to 10000"},
+		{"window 1e8", []string{"-window", "100000000", "x"}, cli.ExitUsage, "-window 100000000 is out of range"},
+		{"window 1e7", []string{"-window", "10000000", "x"}, cli.ExitUsage, "-window 10000000 is out of range"},
+		{"max-bytes 3e9", []string{"-max-bytes", "3000000000", "/dev/zero"}, cli.ExitUsage, "-max-bytes 3000000000 is out of range: 1 to 134217728"},
+		{"max-bytes 0", []string{"-max-bytes", "0", "x"}, cli.ExitUsage, "-max-bytes 0 is out of range"},
+		{"timeout 0", []string{"-timeout", "0s", "x"}, cli.ExitUsage, "-timeout 0s is out of range: 100ms to 1h0m0s"},
+		{"timeout 2h", []string{"-timeout", "2h", "x"}, cli.ExitUsage, "-timeout 2h0m0s is out of range"},
+		{"window not a number", []string{"-window", "many", "x"}, cli.ExitUsage, `invalid value "many" for flag -window`},
+		{"stdin twice", []string{"-", "-"}, cli.ExitUsage, "standard input (-) can be given once"},
+		{"progress", []string{"-progress", "sometimes", "x"}, cli.ExitUsage, "-progress must be auto, always or never"},
 	}
 	if os.Geteuid() != 0 { // root reads a mode-0 file anyway
-		cases = append(cases, struct {
-			name, file, want string
-			args             []string
-		}{"unreadable", unreadable, "permission denied", nil})
+		cases = append(cases, tc{"unreadable", []string{unreadable}, cli.ExitDataErr, "permission denied"})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runPublish(t, vh, "", append(tc.args, tc.file)...)
-			if r.code != cli.ExitDataErr {
-				t.Errorf("exit %d, want %d: %s", r.code, cli.ExitDataErr, r.stderr)
+			r := runPublish(t, vh, "", tc.args...)
+			first, _, _ := strings.Cut(r.stderr, "\n")
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d: %s", r.code, tc.code, r.stderr)
 			}
-			if !strings.Contains(r.stderr, filepath.Base(tc.file)) || !strings.Contains(r.stderr, tc.want) {
-				t.Errorf("stderr lacks the file name or %q:\n%s", tc.want, r.stderr)
+			if !strings.Contains(first, tc.want) {
+				t.Errorf("first stderr line %q, want one containing %q", first, tc.want)
+			}
+			if file := tc.args[len(tc.args)-1]; tc.code == cli.ExitDataErr && !strings.HasPrefix(first, "publish: "+file+": ") {
+				t.Errorf("first stderr line %q does not start with publish: %s:", first, file)
 			}
 		})
 	}
 	if n := vh.Depth(t, topo.Queue); n != 0 {
 		t.Errorf("bad input published %d message(s)", n)
+	}
+}
+
+// TestSurrogatesAreNotOneClaim: the two claims encoding/json would merge
+// into one message_id are refused together with the batch, and with
+// -keep-going only the valid ones go, each under its exact guid.
+func TestSurrogatesAreNotOneClaim(t *testing.T) {
+	vh := brokertest.New(t)
+	vh.Topology(t)
+	dir := t.TempDir()
+	files := []string{
+		writeClaim(t, dir, "ok1.json", `{"guid":"ok-\u00e9","claimId":"C-1","docs":["r.pdf"]}`),
+		writeClaim(t, dir, "sur1.json", `{"guid":"sur-\ud800","claimId":"C-2","docs":["r.pdf"]}`),
+		writeClaim(t, dir, "sur2.json", `{"guid":"sur-\udbff","claimId":"C-3","docs":["r.pdf"]}`),
+		writeClaim(t, dir, "ff.json", "{\"guid\":\"bad-\xff\",\"claimId\":\"C-4\",\"docs\":[\"r.pdf\"]}"),
+		writeClaim(t, dir, "ok2.json", `{"guid":"ok-\ud83d\ude00","claimId":"C-5","docs":["r.pdf"]}`),
+	}
+	r := runPublish(t, vh, "", files...)
+	if r.code != cli.ExitDataErr || vh.Depth(t, topo.Queue) != 0 {
+		t.Fatalf("exit %d, want %d and nothing published: %s%s", r.code, cli.ExitDataErr, r.stdout, r.stderr)
+	}
+	for _, f := range []string{"sur1.json", "sur2.json", "ff.json"} {
+		if !strings.Contains(r.stderr, f) {
+			t.Errorf("stderr does not name %s:\n%s", f, r.stderr)
+		}
+	}
+	r = runPublish(t, vh, "", append([]string{"-keep-going"}, files...)...)
+	if r.code != cli.ExitDataErr || !strings.Contains(r.stdout, "2 sent") || !strings.Contains(r.stdout, "3 invalid") {
+		t.Fatalf("-keep-going: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	var ids []string
+	for _, d := range vh.Drain(t, topo.Queue) {
+		ids = append(ids, d.MessageId)
+	}
+	if want := []string{"ok-é", "ok-😀"}; strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Errorf("message_ids %q, want %q", ids, want)
 	}
 }
 
@@ -211,16 +282,10 @@ func TestBulkThousandArriveOnce(t *testing.T) {
 	}
 }
 
-func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{}, {"-window", "0", "x"}, {"-nope", "x"}, {"-", "-"}, {"-progress", "sometimes", "x"}} {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
-		if cli.Code(err) != cli.ExitUsage {
-			t.Errorf("%q: exit %d, want %d", args, cli.Code(err), cli.ExitUsage)
-		}
-	}
+func TestHelp(t *testing.T) {
 	var out, errb bytes.Buffer
-	if err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), &out, &errb); cli.Code(err) != 0 || !strings.Contains(errb.String(), "exit status") {
+	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+	if cli.Code(err) != 0 || !brokertest.ContainsAll(errb.String(), "exit status", "1 to 10000", "134217728", "130", "byte-exact") {
 		t.Errorf("-h: %v\n%s", err, errb.String())
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,7 @@ const (
 	sent                // confirmed (basic.ack) and not returned
 	returned            // basic.return: no queue took it (the ack that follows does not count)
 	nacked              // basic.nack: the broker refused it
+	changed             // valid when checked, different (or gone) when read again to send: not sent
 	unconfirmed         // published, but no confirm came: it may or may not be queued
 	notSent             // never published (the run stopped first)
 )
@@ -29,66 +31,164 @@ type result struct {
 	reason  string
 }
 
-// send publishes every valid claim through p with at most window confirms
+// Timing of send. pollStep is how long one confirm.Await waits before send
+// looks at the clock and the context again; drainGrace is how long, after
+// a signal, send still waits for the confirms of what it has published, so
+// that their outcome is known rather than "unconfirmed".
+const (
+	pollStep   = 100 * time.Millisecond
+	drainGrace = 300 * time.Millisecond
+)
+
+// loaded is one claim's bytes, read again for sending.
+type loaded struct {
+	i    int
+	body []byte
+	buf  []byte // the buffer to hand back
+	err  error
+}
+
+// reader reads the valid claims again, in order, one ahead of the sender:
+// two buffers take turns, so that reading the next file overlaps
+// publishing this one and memory stays at two claims whatever the batch.
+func reader(ctx context.Context, claims []claim, stop <-chan struct{}) (<-chan loaded, chan<- []byte) {
+	ready := make(chan loaded)
+	free := make(chan []byte, 2)
+	free <- nil
+	free <- nil
+	go func() {
+		defer close(ready)
+		for i := range claims {
+			if claims[i].err != nil {
+				continue
+			}
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-stop:
+				return
+			}
+			body, err := reread(ctx, &claims[i], buf)
+			l := loaded{i: i, body: body, buf: buf, err: err}
+			if claims[i].body == nil {
+				l.buf = body // grown, perhaps
+			}
+			select {
+			case ready <- l:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return ready, free
+}
+
+// send publishes every valid claim through p with at most o.window confirms
 // outstanding, and fills results (indexed like claims). It returns early
-// when the channel dies or a confirm does not come in time; claims published
-// but not confirmed by then are "unconfirmed", the rest "not sent".
+// when the channel dies, a confirm does not come within o.timeout, or ctx
+// ends; claims published but not confirmed by then are "unconfirmed", the
+// rest "not sent". After ctx ends nothing more is published, and the
+// confirms of what was are awaited for drainGrace at most.
 //
-// Everything happens in this one goroutine: publish while the window has
-// room, otherwise wait for a confirm.
-func send(ctx context.Context, p *confirm.Publisher, window int, claims []claim, results []result, progress func(int)) error {
-	inflight := make(map[uint64]int, window) // delivery tag → claim index
+// p must have been made with the timeout pollStep: Await's timeout is the
+// tick at which send checks its own deadline and the context.
+func send(ctx context.Context, p *confirm.Publisher, o options, claims []claim, results []result, progress func(int)) error {
+	stop := make(chan struct{})
+	defer close(stop)
+	ready, free := reader(ctx, claims, stop)
+
+	inflight := make(map[uint64]int, o.window) // delivery tag → claim index
 	done := 0
+	var graceEnd time.Time
 	await := func() error {
-		o, err := p.Await()
-		if err != nil {
-			return err
+		start := time.Now()
+		for {
+			c, err := p.Await()
+			if errors.Is(err, confirm.ErrTimeout) {
+				if ctx.Err() != nil {
+					if graceEnd.IsZero() {
+						graceEnd = time.Now().Add(drainGrace)
+					}
+					if time.Now().After(graceEnd) {
+						return ctx.Err()
+					}
+				}
+				if time.Since(start) >= o.timeout {
+					return fmt.Errorf("%w (%s)", confirm.ErrTimeout, o.timeout)
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			i := inflight[c.Tag]
+			delete(inflight, c.Tag)
+			switch {
+			case c.Returned != "":
+				results[i] = result{outcome: returned, reason: "unroutable: no queue is bound for eai.claim/claim (basic.return " + c.Returned + "); run topology"}
+			case c.Acked:
+				results[i] = result{outcome: sent}
+			default:
+				results[i] = result{outcome: nacked, reason: "the broker refused it (basic.nack: a queue limit with reject-publish, or a broker error)"}
+			}
+			done++
+			progress(done)
+			return nil
 		}
-		i := inflight[o.Tag]
-		delete(inflight, o.Tag)
-		switch {
-		case o.Returned != "":
-			results[i] = result{outcome: returned, reason: "unroutable: no queue is bound for eai.claim/claim (basic.return " + o.Returned + "); run topology"}
-		case o.Acked:
-			results[i] = result{outcome: sent}
-		default:
-			results[i] = result{outcome: nacked, reason: "the broker refused it (basic.nack: a queue limit with reject-publish, or a broker error)"}
-		}
-		done++
-		progress(done)
-		return nil
 	}
 
 	var runErr error
-	for i, c := range claims {
-		if results[i].outcome != pending {
-			continue
+	for runErr == nil {
+		var l loaded
+		var more bool
+		select {
+		case l, more = <-ready:
+		case <-ctx.Done():
 		}
-		if runErr = ctx.Err(); runErr != nil {
+		if runErr = ctx.Err(); runErr != nil || !more {
 			break
 		}
-		for len(inflight) >= window && runErr == nil {
+		if l.err != nil {
+			results[l.i] = result{outcome: changed, reason: l.err.Error()}
+			free <- l.buf
+			continue
+		}
+		for len(inflight) >= o.window && runErr == nil {
 			runErr = await()
 		}
 		if runErr != nil {
 			break
 		}
+		c := &claims[l.i]
+		// PublishWithContext looks at ctx before it writes and never
+		// after: a message goes out whole or not at all.
 		tag, err := p.Publish(ctx, topo.Exchange, topo.RoutingKey, amqp.Publishing{
 			DeliveryMode: amqp.Persistent, // a durable queue keeps only persistent messages across a restart
 			ContentType:  "application/json",
 			MessageId:    c.guid,
 			Timestamp:    time.Now(),
 			AppId:        "eaimq-publish",
-			Body:         c.body,
+			Body:         l.body,
 		})
+		// The library has written the frames when Publish returns, so the
+		// buffer can be read into again.
+		free <- l.buf
 		if err != nil {
-			runErr = fmt.Errorf("publish %s: %w", c.name, err)
+			if ctx.Err() != nil {
+				runErr = ctx.Err()
+			} else {
+				runErr = fmt.Errorf("publish %s: %w", c.name, err)
+			}
 			break
 		}
-		inflight[tag] = i
+		inflight[tag] = l.i
 	}
-	for len(inflight) > 0 && runErr == nil {
-		runErr = await()
+	// Even after a signal, wait (briefly) for the outcome of what is out.
+	for len(inflight) > 0 && (runErr == nil || errors.Is(runErr, context.Canceled)) {
+		if err := await(); err != nil {
+			runErr = err
+			break
+		}
 	}
 	for _, i := range inflight {
 		results[i] = result{outcome: unconfirmed, reason: "published, but no confirm came: it may or may not be queued; publishing it again is safe (the consumer deduplicates by message_id)"}

@@ -1,0 +1,100 @@
+// Publish sends claim JSON files to RabbitMQ and reports each one sent only
+// when the broker has confirmed it and routed it to a queue.
+//
+// It is the drop-in for the lab's publish.py: `publish claim.json` publishes
+// the file's bytes, unchanged, to exchange eai.claim with routing key claim,
+// persistent (delivery_mode 2), message_id = the JSON's guid, content_type
+// application/json, with publisher confirms and the mandatory flag.
+//
+// Usage:
+//
+//	publish [flags] FILE...
+//
+// FILE "-" reads one claim from standard input. Many files are published in
+// one connection with pipelined confirms (up to -window outstanding), not one
+// round trip each.
+//
+// # What is checked
+//
+// Every file is read and checked before anything is published. A claim must
+// be one well-formed JSON object of at most -max-bytes whose top-level
+// "guid" member can serve as message_id and as the Idempotency-Key header
+// the consumer sends to the partner:
+//
+//   - the member name is exactly "guid" (not "GUID"), and it appears once;
+//   - its value is a string, taken byte-exact: its JSON escapes are decoded
+//     exactly and nothing is normalised. Invalid UTF-8 and a lone surrogate
+//     escape (\ud800) are refused: a decoder that turned them into U+FFFD
+//     would give two claims one message_id, and the consumer would drop
+//     the second as a duplicate;
+//   - 1 to 255 bytes (message_id is an AMQP shortstr);
+//   - no control character (C0 including TAB, DEL, C1 U+0080–U+009F) and
+//     no white space at either end: none of these travels unchanged in an
+//     HTTP header.
+//
+// Anything else in the claim is the partner's to judge (an empty docs list
+// is its 422 to give). If any file fails, nothing is published (exit 65)
+// unless -keep-going asks to send the valid ones.
+//
+// The check keeps only each file's name, size, guid and checksum, never the
+// batch's bytes: each file is read again when its turn to be sent comes, so
+// memory stays at a few claims however many files there are. A file that
+// changed in between (its size or CRC-32C differs, or it is gone) is not
+// sent and is reported ("changed"). What cannot be read twice (standard
+// input, a pipe such as <(...), a FIFO, a device) is read once and kept.
+//
+// A claim counts as sent only when the broker acked it and did not return it.
+// The broker acks an unroutable mandatory message after returning it
+// (basic.return, then basic.ack), so a return is a failure even though an
+// ack follows.
+//
+// # Signals
+//
+// SIGINT or SIGTERM stops publish within a second, wherever it is: reading
+// (even a FIFO without a writer, a terminal, or /dev/zero), connecting, or
+// publishing. Nothing more is published after the signal, and no message is
+// ever cut in half; the confirms of what was already published are awaited
+// for a moment so that their outcome is known. Exit 130 means no outcome is
+// in doubt (nothing was published, or what was published was confirmed and
+// the summary says which); exit 75 means some claims were published and not
+// confirmed.
+//
+// Flags:
+//
+//	-window n       confirms outstanding at once, 1 to 10000 (default 256)
+//	-timeout d      longest wait for a confirm and for the connection,
+//	                100ms to 1h (default 10s)
+//	-max-bytes n    largest claim file accepted, 1 to 134217728, RabbitMQ's
+//	                default largest message of 128 MiB (default 1048576)
+//	-keep-going     publish the valid files even if some are invalid
+//	-progress mode  auto (on a terminal), always or never (default auto)
+//
+// A value outside its range is a usage error (exit 2).
+//
+// Output: each failed claim gets one line on stderr with its file name and
+// reason; stdout gets a summary line (sent, returned, nacked, invalid,
+// changed, unconfirmed, not sent). Progress goes to stderr when it is a
+// terminal.
+//
+// Environment:
+//
+//	EAI_AMQP_URL  broker address (default amqp://guest:guest@127.0.0.1:5672/%2F;
+//	              amqps:// speaks TLS)
+//
+// Exit status (when several apply, the first in this list):
+//
+//	0    every claim was confirmed and routed
+//	2    usage error (unknown flag, a value out of its range, no file)
+//	69   the broker cannot be reached, or the connection died mid-run
+//	75   a confirm did not come in time, or a signal came before it:
+//	     those claims may or may not be queued; publishing them again is
+//	     safe, since the consumer deduplicates by message_id
+//	130  interrupted by SIGINT or SIGTERM with no outcome in doubt:
+//	     nothing published, or what was published was confirmed
+//	78   exchange eai.claim does not exist: run topology first
+//	4    the broker nacked a claim
+//	3    a claim was returned as unroutable (no queue bound)
+//	65   a file is not a valid claim (missing, unreadable, not a JSON
+//	     object, too large, no usable guid), or it changed between the check
+//	     and its sending
+package main
