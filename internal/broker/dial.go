@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -90,36 +91,53 @@ func (d Dialer) Dial(ctx context.Context, raw string) (*amqp.Connection, error) 
 	fail := func(code int, cause error, fix string) error {
 		return cli.Exit(code, &DialError{URL: RedactURL(raw), Err: cause, raw: raw, fix: fix})
 	}
+	var tc *tls.Config
+	libURL := raw
+	if uri.Scheme == "amqps" {
+		var code int
+		if tc, code, err = tlsConfig(uri, getenv); err != nil {
+			return nil, fail(code, err, "")
+		}
+		// The TLS handshake happens in dial below, where ctx can stop it
+		// and the transport's own errors can be seen; the library gets a
+		// connection that is already secure and an amqp:// URL.
+		libURL = "amqp" + raw[len("amqps"):]
+	}
+	addr := net.JoinHostPort(uri.Host, fmt.Sprint(uri.Port))
+	var (
+		stop  func() bool
+		watch *watchConn
+	)
+	dial := func(string, string) (net.Conn, error) {
+		conn, err := (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		// Closing the socket is the only way to stop a TLS or AMQP
+		// handshake a silent peer never finishes.
+		stop = context.AfterFunc(ctx, func() { conn.Close() })
+		// Cleared by the library once the connection is open; the
+		// heartbeat takes over.
+		conn.SetDeadline(time.Now().Add(timeout))
+		if tc == nil {
+			return conn, nil
+		}
+		sc := tls.Client(conn, tc)
+		if err := sc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		watch = &watchConn{Conn: sc}
+		return watch, nil
+	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(fmt.Sprintf("%s[%d]", program, os.Getpid()))
-	// The library dials with this, so the TCP connect stops when ctx ends;
-	// after it, closing the socket is the only way to stop a TLS or AMQP
-	// handshake a silent peer never finishes.
-	var stop func() bool
-	cfg := amqp.Config{
+	conn, err := amqp.DialConfig(libURL, amqp.Config{
 		Heartbeat:  5 * time.Second,
 		Locale:     "en_US",
 		Properties: props,
-		Dial: func(network, addr string) (net.Conn, error) {
-			conn, err := (&net.Dialer{Timeout: timeout}).DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			// Cleared by the library once the connection is open; the
-			// heartbeat takes over.
-			conn.SetDeadline(time.Now().Add(timeout))
-			stop = context.AfterFunc(ctx, func() { conn.Close() })
-			return conn, nil
-		},
-	}
-	if uri.Scheme == "amqps" {
-		tc, code, err := tlsConfig(uri, getenv)
-		if err != nil {
-			return nil, fail(code, err, "")
-		}
-		cfg.TLSClientConfig = tc
-	}
-	conn, err := amqp.DialConfig(raw, cfg)
+		Dial:       dial,
+	})
 	if stop != nil && !stop() && err == nil {
 		// ctx ended just as the handshake finished: the socket is closed.
 		err = ctx.Err()
@@ -131,10 +149,56 @@ func (d Dialer) Dial(ctx context.Context, raw string) (*amqp.Connection, error) 
 		if ctx.Err() != nil {
 			return nil, fail(cli.ExitInterrupted, fmt.Errorf("interrupted while connecting: %w", ctx.Err()), "")
 		}
+		// A TLS 1.3 server refuses a client certificate after the client
+		// has finished its handshake: the alert comes on a later read, and
+		// the library reports only that the connection closed.
+		if alert := watch.alert(); alert != nil {
+			err = alert
+		}
 		code, fix := classify(err, uri, timeout)
 		return nil, fail(code, err, fix)
 	}
 	return conn, nil
+}
+
+// watchConn keeps the first TLS alert the server sent.
+type watchConn struct {
+	net.Conn
+	mu    sync.Mutex
+	first error
+}
+
+func (c *watchConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.note(err)
+	return n, err
+}
+
+func (c *watchConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.note(err)
+	return n, err
+}
+
+func (c *watchConn) note(err error) {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" {
+		c.mu.Lock()
+		if c.first == nil {
+			c.first = err
+		}
+		c.mu.Unlock()
+	}
+}
+
+// alert returns the first alert the server sent, or nil.
+func (c *watchConn) alert() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.first
 }
 
 // DialError is a failed connection: where it was tried (without the
@@ -183,21 +247,22 @@ func classify(err error, uri amqp.URI, timeout time.Duration) (int, string) {
 		netErr   net.Error
 		vhostArg = shellQuote(uri.Vhost)
 	)
+	isAMQP := errors.As(err, &ae)
 	switch {
 	case errors.Is(err, amqp.ErrVhost):
 		return cli.ExitConfig, fmt.Sprintf("the broker refused vhost %q: create it (rabbitmqctl add_vhost %s) or grant %s access (rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*')",
 			uri.Vhost, vhostArg, uri.Username, vhostArg, shellQuote(uri.Username))
 	case errors.Is(err, amqp.ErrSASL):
 		return cli.ExitConfig, "the broker offers no login mechanism this client speaks (PLAIN, AMQPLAIN)"
-	case errors.As(err, &ae) && ae.Code == amqp.NotAllowed && vhostNotFound.MatchString(ae.Reason):
+	case isAMQP && ae.Code == amqp.NotAllowed && vhostNotFound.MatchString(ae.Reason):
 		return cli.ExitConfig, fmt.Sprintf("vhost %q does not exist: rabbitmqctl add_vhost %s, then rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*'",
 			uri.Vhost, vhostArg, vhostArg, shellQuote(uri.Username))
-	case errors.As(err, &ae) && ae.Code == amqp.NotAllowed && strings.Contains(ae.Reason, "refused for user"):
+	case isAMQP && ae.Code == amqp.NotAllowed && strings.Contains(ae.Reason, "refused for user"):
 		return cli.ExitNoPerm, fmt.Sprintf("user %q has no access to vhost %q: rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*'",
 			uri.Username, uri.Vhost, vhostArg, shellQuote(uri.Username))
-	case errors.As(err, &ae) && ae.Code == amqp.AccessRefused:
+	case isAMQP && ae.Code == amqp.AccessRefused:
 		return cli.ExitNoPerm, fmt.Sprintf("the broker refused user %q: check the user and password (and that the user may log in from here: guest may only connect over loopback)", uri.Username)
-	case errors.As(err, &ae):
+	case isAMQP && ae.Server:
 		return cli.ExitUnavailable, "the broker closed the connection while it was opened: " + fixUp
 	case errors.As(err, &hostErr):
 		return cli.ExitConfig, fmt.Sprintf("the certificate of %s is not valid for %q, only for %s: connect by a name it lists, or have it reissued for %s",
@@ -212,6 +277,9 @@ func classify(err error, uri amqp.URI, timeout time.Duration) (int, string) {
 		return cli.ExitConfig, fmt.Sprintf("the certificate of %s is not acceptable: renew it, or set %s to the CA that signs it", hostport, EnvCA)
 	case errors.As(err, &recErr):
 		return cli.ExitUnavailable, fmt.Sprintf("this port does not speak TLS: use amqp:// for %s, or the broker's TLS port (usually 5671)", hostport)
+	// A TLS 1.3 server refuses a client certificate after the client's
+	// handshake is done: the alert arrives on the first read, where the
+	// library keeps only its text.
 	case strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "bad certificate"):
 		return cli.ExitConfig, fmt.Sprintf("the broker wants a client certificate it trusts: set %s and %s to its PEM files", EnvCert, EnvKey)
 	case errors.As(err, &dnsErr):
@@ -220,7 +288,10 @@ func classify(err error, uri amqp.URI, timeout time.Duration) (int, string) {
 		return cli.ExitUnavailable, fixUp
 	case errors.As(err, &netErr) && netErr.Timeout():
 		return cli.ExitUnavailable, fmt.Sprintf("no answer from %s within %s: %s", hostport, timeout, fixUp)
-	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET),
+		// The library reports a socket lost during the AMQP handshake as
+		// an *amqp.Error of its own, with the cause as text only.
+		isAMQP && (ae.Reason == io.EOF.Error() || strings.Contains(ae.Reason, "connection reset")):
 		return cli.ExitUnavailable, fmt.Sprintf("%s hung up during the handshake (is it a RabbitMQ AMQP port? for amqps://, is it the TLS port?): %s", hostport, fixUp)
 	}
 	return cli.ExitUnavailable, fixUp
