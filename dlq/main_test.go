@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -311,4 +313,314 @@ func peakRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// dlqWith runs dlq with EAI_MQ_DB set to db.
+func (w *world) dlqWith(db string, args ...string) (int, string, string) {
+	w.t.Helper()
+	saved := w.db
+	w.db = db
+	defer func() { w.db = saved }()
+	return w.dlq(args...)
+}
+
+// deadLetter puts messages straight into claim.dead, confirmed, as another
+// tool (or a crafted publisher) could.
+func (w *world) deadLetter(msgs ...amqp.Publishing) {
+	w.t.Helper()
+	ch := w.vh.Channel(w.t)
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		w.t.Fatal(err)
+	}
+	before := w.vh.Depth(w.t, topo.DeadQueue)
+	for _, m := range msgs {
+		dc, err := ch.PublishWithDeferredConfirm("", topo.DeadQueue, true, false, m)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if !dc.Wait() {
+			w.t.Fatal("nacked")
+		}
+	}
+	brokertest.Eventually(w.t, 5*time.Second, "dead letters queued", func() bool {
+		return w.vh.Depth(w.t, topo.DeadQueue) == before+len(msgs)
+	})
+}
+
+// TestReasonIsRecorded: a partner answering 200 (a proxy, a health page)
+// gets claims dead-lettered as unexpected-status. dlq shows the reason the
+// consumer recorded; from the status alone it once called them transient,
+// and a 200 is easily taken for delivered.
+func TestReasonIsRecorded(t *testing.T) {
+	w := newWorld(t)
+	two := 200
+	w.partner.Set(claimsys.Control{ForceStatus: &two})
+	w.vh.PublishClaims(t, brokertest.Claim("ok200-0", "C-200-0", "r.pdf"), brokertest.Claim("ok200-1", "C-200-1", "r.pdf"))
+	w.consume("2")
+	if n := w.vh.Depth(t, topo.DeadQueue); n != 2 {
+		t.Fatalf("setup: claim.dead holds %d, want the two 200s", n)
+	}
+	rows := w.rows()
+	for _, id := range []string{"ok200-0", "ok200-1"} {
+		r := rows[id]
+		if r.Reason != "unexpected-status" || r.DeadReason != "unexpected 200: not a creation" || r.Status != 200 || !r.Recorded {
+			t.Errorf("%s: %+v, want unexpected-status as recorded", id, r)
+		}
+	}
+	for _, c := range []struct {
+		reason string
+		want   int
+	}{{"delivered", 0}, {"unexpected-status", 2}, {"rejected", 0}, {"failed-twice", 0}, {"unknown", 0}} {
+		code, out, errs := w.dlq("-json", "-reason", c.reason, "list")
+		if got := strings.Count(out, "\n"); code != 0 || got != c.want {
+			t.Errorf("-reason %s: exit %d, %d listed, want %d\n%s%s", c.reason, code, got, c.want, out, errs)
+		}
+	}
+	code, out, _ := w.dlq("list")
+	if code != 0 || !strings.Contains(out, "unexpected-status: unexpected 200: not a creation") {
+		t.Errorf("table:\n%s", out)
+	}
+}
+
+// TestNoStoreRefuses: a mistyped EAI_MQ_DB makes every dead letter look
+// unknown; purge and replay must not act on that.
+func TestNoStoreRefuses(t *testing.T) {
+	w := mixedRun(t)
+	typo := filepath.Join(t.TempDir(), "procesed.db")
+	for _, args := range [][]string{
+		{"-reason", "unknown", "-yes", "purge", "-all"},
+		{"-yes", "purge", "nodocs-0"},
+		{"replay", "-all"},
+		{"-force", "replay", "-all"},
+		{"-reason", "unknown", "replay"},
+	} {
+		code, out, errs := w.dlqWith(typo, args...)
+		if code != cli.ExitIOErr || !strings.Contains(errs, "-no-store") || acted(out) {
+			t.Errorf("%q with a missing store: exit %d, want 74\n%s%s", args, code, out, errs)
+		}
+		if n := w.vh.Depth(t, topo.DeadQueue); n != 4 {
+			t.Fatalf("%q with a missing store: claim.dead holds %d, want 4", args, n)
+		}
+	}
+	// list goes on, and says so.
+	if code, out, errs := w.dlqWith(typo, "list"); code != 0 || !strings.Contains(errs, "warning") || !strings.Contains(out, "unknown (no store read)") {
+		t.Errorf("list without a store: %d\n%s%s", code, out, errs)
+	}
+	// Saying there is none is a choice the user can make.
+	if code, _, errs := w.dlqWith(typo, "-no-store", "-reason", "rejected", "list"); code != cli.ExitUsage {
+		t.Errorf("-no-store -reason rejected: %d %s", code, errs)
+	}
+	if code, out, errs := w.dlqWith(typo, "-no-store", "-yes", "purge", "nodocs-0"); code != 0 || !strings.Contains(out, "purged 1") {
+		t.Errorf("-no-store purge: %d\n%s%s", code, out, errs)
+	}
+	if n := w.vh.Depth(t, topo.DeadQueue); n != 3 {
+		t.Errorf("claim.dead holds %d, want 3", n)
+	}
+}
+
+// TestStoreReadError: a store that cannot be read is exit 74, never a
+// quiet "unknown" for every dead letter.
+func TestStoreReadError(t *testing.T) {
+	w := mixedRun(t)
+	dir := t.TempDir()
+	notSQLite := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notSQLite, []byte("not a database, just notes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// An SQLite file at the current schema version with no tables: it
+	// opens, and every lookup fails.
+	empty := filepath.Join(dir, "empty.db")
+	db, err := sql.Open("sqlite3", empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version=%d", store.SchemaVersion)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, c := range []struct {
+		db   string
+		args []string
+		want int
+	}{
+		{notSQLite, []string{"-reason", "unknown", "-yes", "purge", "-all"}, cli.ExitIOErr},
+		{notSQLite, []string{"replay", "-all"}, cli.ExitIOErr},
+		{empty, []string{"-reason", "unknown", "-yes", "purge", "-all"}, cli.ExitIOErr},
+		{empty, []string{"-yes", "purge", "-all"}, cli.ExitIOErr},
+		{empty, []string{"replay", "-all"}, cli.ExitIOErr},
+		{empty, []string{"list"}, cli.ExitIOErr},
+		{empty, []string{"show", "busy-0"}, cli.ExitIOErr},
+	} {
+		code, out, errs := w.dlqWith(c.db, c.args...)
+		if code != c.want || acted(out) {
+			t.Errorf("%s %q: exit %d, want %d\n%s%s", filepath.Base(c.db), c.args, code, c.want, out, errs)
+		}
+		if n := w.vh.Depth(t, topo.DeadQueue); n != 4 {
+			t.Fatalf("%s %q: claim.dead holds %d, want 4", filepath.Base(c.db), c.args, n)
+		}
+	}
+	if _, _, errs := w.dlqWith(empty, "list"); !strings.Contains(errs, "no such table") {
+		t.Errorf("the store's error is not shown: %s", errs)
+	}
+}
+
+// acted says whether dlq's output tells of a dead letter deleted or replayed.
+func acted(out string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "deleted ") || strings.HasPrefix(line, "replayed ") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEscapes: what a message holds reaches a terminal only escaped.
+func TestEscapes(t *testing.T) {
+	w := newWorld(t)
+	evil := "\x1b[2J\x07\x1b]0;pwned\x07\u009b31m\u202e\r"
+	body := []byte(`{"guid":"evil-guid","claimId":"C-` + evil + `","docs":[],"note":"` + evil + "\n\tline two\xff" + `"}`)
+	huge := `{"guid":"huge","claimId":"` + strings.Repeat("H", 1<<20) + `","docs":[]}`
+	w.deadLetter(
+		amqp.Publishing{MessageId: "evil-" + evil, Body: body, AppId: evil, DeliveryMode: 2,
+			Headers: amqp.Table{"x-note": evil, "x-nested": amqp.Table{"k" + evil: []any{"a", evil, int64(3)}}}},
+		amqp.Publishing{MessageId: "huge", Body: []byte(huge), DeliveryMode: 2},
+	)
+	id := "evil-" + evil
+	for _, args := range [][]string{{"list"}, {"-json", "list"}, {"show", id}, {"-json", "show", id}, {"show", "huge"}, {"-no-store", "replay", "nope" + evil}} {
+		code, out, errs := w.dlq(args...)
+		if slices.Contains(args, "replay") {
+			if code != cli.ExitFailure {
+				t.Errorf("replay of an unknown id: %d", code)
+			}
+		} else if code != 0 {
+			t.Errorf("%q: exit %d\n%s", args, code, errs)
+		}
+		for _, bad := range []string{"\x1b", "\x07", "\r", "\u009b", "\u202e", "\xff"} {
+			if strings.Contains(out, bad) || strings.Contains(errs, bad) {
+				t.Errorf("%q prints %q raw", args[:len(args)-1], bad)
+			}
+		}
+		if args[0] != "-json" && len(out) > 200<<10 {
+			t.Errorf("%q prints %d bytes: long fields are not clipped", args[:len(args)-1], len(out))
+		}
+	}
+	code, out, _ := w.dlq("show", id)
+	if code != 0 || !brokertest.ContainsAll(out, `\x1b[2J\x07`, `\u202e`, `\xff`, "\n\tline two", "x-nested:\n    k", "  x-note: ") || strings.Contains(out, "map[") {
+		t.Errorf("show:\n%s", out)
+	}
+	_, out, _ = w.dlq("list")
+	for _, line := range strings.Split(out, "\n") {
+		if len(line) > 400 {
+			t.Errorf("a table line of %d bytes", len(line))
+		}
+	}
+}
+
+// TestBadInput: values that select nothing, or everything, by accident.
+func TestBadInput(t *testing.T) {
+	w := mixedRun(t)
+	for _, args := range [][]string{
+		{"-limit", "-1", "list"}, {"-limit", "-1", "replay", "-all"}, {"-limit", "-1", "-yes", "purge", "-all"},
+		{"show", ""}, {"-yes", "purge", ""}, {"replay", ""}, {"-yes", "purge", "nodocs-0", ""},
+		{"-status", "42", "list"}, {"-max-replays", "0", "replay", "-all"}, {"-max-replays", "1001", "replay", "-all"},
+		{"-yes", "list"}, {"-force", "purge", "-all", "-yes"}, {"-json", "replay", "-all"},
+	} {
+		if code, out, errs := w.dlq(args...); code != cli.ExitUsage {
+			t.Errorf("%q: exit %d, want 2\n%s%s", args, code, out, errs)
+		}
+	}
+	if n := w.vh.Depth(t, topo.DeadQueue); n != 4 {
+		t.Errorf("claim.dead holds %d, want 4", n)
+	}
+}
+
+// TestUnknownIDs: the manual says exit 1 for a named ID that is not there.
+func TestUnknownIDs(t *testing.T) {
+	w := mixedRun(t)
+	for _, args := range [][]string{{"replay", "nope"}, {"-yes", "purge", "nope"}, {"show", "nope"}} {
+		if code, out, errs := w.dlq(args...); code != cli.ExitFailure || !strings.Contains(errs, `"nope"`) {
+			t.Errorf("%q: exit %d, want 1\n%s%s", args, code, out, errs)
+		}
+	}
+	// The IDs that are there are acted on; the exit says one was not.
+	code, out, _ := w.dlq("-yes", "purge", "nodocs-0", "nope")
+	if code != cli.ExitFailure || !strings.Contains(out, "deleted nodocs-0") {
+		t.Errorf("purge of one known and one unknown ID: %d\n%s", code, out)
+	}
+	if n := w.vh.Depth(t, topo.DeadQueue); n != 3 {
+		t.Errorf("claim.dead holds %d, want 3", n)
+	}
+}
+
+// TestFlagsAnywhere: flags after the command and after IDs are flags;
+// after -- everything is an ID.
+func TestFlagsAnywhere(t *testing.T) {
+	w := mixedRun(t)
+	w.deadLetter(amqp.Publishing{MessageId: "-odd", Body: brokertest.Claim("-odd", "C-odd", "r.pdf"), DeliveryMode: 2})
+	if code, out, errs := w.dlq("show", "--", "-odd"); code != 0 || !strings.Contains(out, "message_id:    -odd") {
+		t.Errorf("show -- -odd: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := w.dlq("purge", "nodocs-0", "-yes"); code != 0 || !strings.Contains(out, "deleted nodocs-0") {
+		t.Errorf("purge X -yes: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := w.dlq("list", "-json"); code != 0 || strings.Count(out, "\n") != 4 || !strings.HasPrefix(out, "{") {
+		t.Errorf("list -json: %d\n%s%s", code, out, errs)
+	}
+	// A claim replayed too often is refused unless -force, given after the ID.
+	w.deadLetter(amqp.Publishing{MessageId: "again", Body: brokertest.Claim("again", "C-again", "r.pdf"), DeliveryMode: 2,
+		Headers: amqp.Table{"x-eaimq-replays": int64(5)}})
+	code, out, errs := w.dlq("replay", "again")
+	if code != cli.ExitFailure || !strings.Contains(errs, "replayed 5 times already") || w.vh.Depth(t, topo.Queue) != 0 {
+		t.Errorf("replay over -max-replays: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := w.dlq("replay", "again", "-max-replays", "6"); code != 0 || !strings.Contains(out, "replayed again") {
+		t.Errorf("replay X -max-replays 6: %d\n%s%s", code, out, errs)
+	}
+	d := w.vh.Drain(t, topo.Queue)
+	if len(d) != 1 || replays(d[0].Headers) != 6 {
+		t.Fatalf("claim.in after the replay: %d messages", len(d))
+	}
+	w.deadLetter(amqp.Publishing{MessageId: d[0].MessageId, Body: d[0].Body, Headers: d[0].Headers, DeliveryMode: 2})
+	if code, out, errs := w.dlq("replay", "again", "-force"); code != 0 || !strings.Contains(out, "replayed again") {
+		t.Errorf("replay X -force: %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestShowJSON: -json show is one JSON object.
+func TestShowJSON(t *testing.T) {
+	w := mixedRun(t)
+	code, out, errs := w.dlq("-json", "show", "busy-1")
+	if code != 0 || strings.Count(out, "\n") != 1 {
+		t.Fatalf("-json show: %d\n%s%s", code, out, errs)
+	}
+	var s struct {
+		MessageID string         `json:"message_id"`
+		Reason    string         `json:"reason"`
+		Headers   map[string]any `json:"headers"`
+		History   []attemptRow   `json:"history"`
+		Body      string         `json:"body"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if s.MessageID != "busy-1" || s.Reason != "failed-twice" || s.Headers["x-death"] == nil || len(s.History) != 2 || !strings.Contains(s.Body, `"BUSY-1"`) {
+		t.Errorf("-json show: %+v", s)
+	}
+}
+
+// TestLimitSaysMore: -limit leaves some out, and says so.
+func TestLimitSaysMore(t *testing.T) {
+	w := mixedRun(t)
+	code, out, _ := w.dlq("-limit", "3", "list")
+	if code != 0 || !strings.Contains(out, "1 more in claim.dead not looked at (-limit 3)") {
+		t.Errorf("-limit 3 list:\n%s", out)
+	}
+	code, out, errs := w.dlq("-limit", "3", "-json", "list")
+	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(errs, "1 more dead letter(s)") {
+		t.Errorf("-limit 3 -json list:\n%s%s", out, errs)
+	}
+	if _, out, _ := w.dlq("-limit", "4", "list"); strings.Contains(out, "more in claim.dead") {
+		t.Errorf("-limit 4 of 4 says more:\n%s", out)
+	}
 }

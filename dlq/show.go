@@ -60,12 +60,19 @@ func list(ctx context.Context, b *browser, o *options, w, stderr io.Writer) erro
 		if !r.DeadAt.IsZero() {
 			when = r.DeadAt.UTC().Format("2006-01-02 15:04:05")
 		}
+		from, brk := r.FromQueue, "-"
+		if r.Broker != "" || r.Count != 0 {
+			brk = fmt.Sprintf("%s x%d", r.Broker, r.Count)
+		}
+		if from == "" {
+			from = "-"
+		}
 		attempts := "-"
 		if m.Known {
 			attempts = strconv.Itoa(r.Attempts)
 		}
 		fmt.Fprintf(w, tableFormat, cell(r.MessageID, 38), cell(r.ClaimID, 14), when,
-			cell(r.FromQueue, 9), cell(fmt.Sprintf("%s x%d", r.Broker, r.Count), 14), attempts, cell(m.why(), 100))
+			cell(from, 9), cell(brk, 14), attempts, cell(m.why(), 100))
 		return true, nil
 	})
 	if err != nil {
