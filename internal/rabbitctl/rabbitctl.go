@@ -7,6 +7,7 @@ package rabbitctl
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -104,60 +105,83 @@ type QueueRow struct {
 	Unacked  int
 }
 
-// ListQueues returns the queues of vhost with their depth and unacked count.
+// ListQueues returns the queues of vhost with their depth and unacked
+// count. It reads rabbitmqctl's JSON (--formatter json), not the
+// tab-separated table, where a queue name holding a tab or newline could
+// not be told apart from the columns; a row it cannot read (a count that
+// is not a number, as for a queue whose process is down) is an error,
+// never a row left out.
 func (c Ctl) ListQueues(ctx context.Context, vhost string) ([]QueueRow, error) {
-	out, err := c.Run(ctx, "-q", "list_queues", "-p", vhost, "--no-table-headers",
+	out, err := c.Run(ctx, "-q", "list_queues", "-p", vhost, "--formatter", "json",
 		"name", "messages", "messages_unacknowledged")
 	if err != nil {
 		return nil, err
 	}
-	var rows []QueueRow
-	for _, f := range table(out) {
-		if len(f) != 3 {
-			continue
-		}
-		m, err1 := strconv.Atoi(f[1])
-		u, err2 := strconv.Atoi(f[2])
+	var raw []struct {
+		Name     string          `json:"name"`
+		Messages json.RawMessage `json:"messages"`
+		Unacked  json.RawMessage `json:"messages_unacknowledged"`
+	}
+	if err := decodeJSON(out, &raw); err != nil {
+		return nil, fmt.Errorf("list_queues -p %s: %w", vhost, err)
+	}
+	rows := make([]QueueRow, 0, len(raw))
+	for _, r := range raw {
+		m, err1 := strconv.Atoi(string(r.Messages))
+		u, err2 := strconv.Atoi(string(r.Unacked))
 		if err1 != nil || err2 != nil {
-			continue
+			return nil, fmt.Errorf("list_queues -p %s: queue %q: messages %s, unacked %s: not numbers (is the queue down?)",
+				vhost, r.Name, orNone(r.Messages), orNone(r.Unacked))
 		}
-		rows = append(rows, QueueRow{Name: f[0], Messages: m, Unacked: u})
+		rows = append(rows, QueueRow{Name: r.Name, Messages: m, Unacked: u})
 	}
 	return rows, nil
 }
 
 // Binding is one line of list_bindings.
 type Binding struct {
-	Source, Destination, DestinationKind, RoutingKey string
+	Source          string `json:"source_name"`
+	Destination     string `json:"destination_name"`
+	DestinationKind string `json:"destination_kind"`
+	RoutingKey      string `json:"routing_key"`
 }
 
 // ListBindings returns the bindings of vhost, the default exchange's
-// implicit ones included.
+// implicit ones included, read from rabbitmqctl's JSON as ListQueues is.
 func (c Ctl) ListBindings(ctx context.Context, vhost string) ([]Binding, error) {
-	out, err := c.Run(ctx, "-q", "list_bindings", "-p", vhost, "--no-table-headers",
+	out, err := c.Run(ctx, "-q", "list_bindings", "-p", vhost, "--formatter", "json",
 		"source_name", "destination_name", "destination_kind", "routing_key")
 	if err != nil {
 		return nil, err
 	}
 	var bs []Binding
-	for _, f := range table(out) {
-		if len(f) == 4 {
-			bs = append(bs, Binding{Source: f[0], Destination: f[1], DestinationKind: f[2], RoutingKey: f[3]})
-		}
+	if err := decodeJSON(out, &bs); err != nil {
+		return nil, fmt.Errorf("list_bindings -p %s: %w", vhost, err)
 	}
 	return bs, nil
 }
 
-// table splits rabbitmqctl's tab-separated quiet output into fields.
-func table(out []byte) [][]string {
-	var rows [][]string
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		rows = append(rows, strings.Split(line, "\t"))
+// decodeJSON reads rabbitmqctl's --formatter json output: one array, and
+// nothing after it.
+func decodeJSON(out []byte, v any) error {
+	if len(bytes.TrimSpace(out)) == 0 {
+		return nil // no rows
 	}
-	return rows
+	dec := json.NewDecoder(bytes.NewReader(out))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("cannot read rabbitmqctl's JSON: %w: %s", err, firstLines(strings.TrimSpace(string(out)), 3))
+	}
+	if dec.More() {
+		return fmt.Errorf("cannot read rabbitmqctl's JSON: more than one value: %s", firstLines(strings.TrimSpace(string(out)), 3))
+	}
+	return nil
+}
+
+func orNone(r json.RawMessage) string {
+	if len(r) == 0 {
+		return "(none)"
+	}
+	return string(r)
 }
 
 func firstLines(s string, n int) string {
