@@ -30,6 +30,9 @@ func Dial(raw, program string, timeout time.Duration) (*amqp.Connection, error) 
 // (it shows in rabbitmqctl list_connections), and speaks TLS for amqps://
 // (see Dialer for the certificates). timeout bounds the TCP connect and the
 // TLS and AMQP handshakes together (10 s when zero); ctx ends them at once.
+// Mind that RabbitMQ answers a wrong password only after 3 s (it does not
+// tell a client that cannot say it wants to know sooner): a ctx that ends
+// earlier reports a deadline, not the password.
 // TLS settings come from the process environment.
 //
 // Every error is a *cli.Error whose code is the one rule all programs
@@ -43,7 +46,8 @@ func Dial(raw, program string, timeout time.Duration) (*amqp.Connection, error) 
 //	78   the vhost does not exist; or a TLS setting is wrong: the server's
 //	     certificate is not trusted or not valid for the host, a client
 //	     certificate is missing or unreadable, EAI_AMQP_CA is unreadable
-//	130  ctx ended (a signal) before the connection was open
+//	130  ctx was cancelled (a signal) before the connection was open;
+//	     a ctx deadline that passes is 69, like the timeout
 //
 // Its first line says what to do.
 func DialContext(ctx context.Context, raw, program string, timeout time.Duration) (*amqp.Connection, error) {
@@ -146,7 +150,13 @@ func (d Dialer) Dial(ctx context.Context, raw string) (*amqp.Connection, error) 
 		if conn != nil {
 			conn.Close()
 		}
-		if ctx.Err() != nil {
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// The caller's time ran out (a run's --max-seconds, say), not
+			// the user's patience: the broker did not finish in time.
+			return nil, fail(cli.ExitUnavailable, fmt.Errorf("gave up at the deadline before the handshake finished: %w", ctx.Err()),
+				"RabbitMQ takes 3 s to refuse a wrong password; otherwise "+fixUp)
+		case ctx.Err() != nil:
 			return nil, fail(cli.ExitInterrupted, fmt.Errorf("interrupted while connecting: %w", ctx.Err()), "")
 		}
 		// A TLS 1.3 server refuses a client certificate after the client

@@ -75,6 +75,22 @@ func TestDialContextCancelled(t *testing.T) {
 	}
 }
 
+// TestDialContextDeadline: a ctx deadline is the caller's time running
+// out, not an interruption: 69, like the timeout, and still prompt.
+func TestDialContextDeadline(t *testing.T) {
+	addr := silentListener(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := broker.DialContext(ctx, "amqp://guest:guest@"+addr+"/x", "test", 30*time.Second)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("DialContext returned %s after it started, with a 200ms deadline", took)
+	}
+	if cli.Code(err) != cli.ExitUnavailable || !strings.Contains(err.Error(), "deadline") {
+		t.Errorf("err = %v (exit %d), want 69 naming the deadline", err, cli.Code(err))
+	}
+}
+
 // TestDialTimeout: the same silent peer without a cancel: the timeout
 // bounds the handshake and the error says so.
 func TestDialTimeout(t *testing.T) {
