@@ -30,9 +30,10 @@ func Dial(raw, program string, timeout time.Duration) (*amqp.Connection, error) 
 // (it shows in rabbitmqctl list_connections), and speaks TLS for amqps://
 // (see Dialer for the certificates). timeout bounds the TCP connect and the
 // TLS and AMQP handshakes together (10 s when zero); ctx ends them at once.
-// Mind that RabbitMQ answers a wrong password only after 3 s (it does not
-// tell a client that cannot say it wants to know sooner): a ctx that ends
-// earlier reports a deadline, not the password.
+// Mind that RabbitMQ answers a wrong password only after 3 s (it would
+// answer at once to a client advertising authentication_failure_close,
+// which amqp091-go does not): a ctx that ends sooner reports a deadline,
+// not the password.
 // TLS settings come from the process environment.
 //
 // Every error is a *cli.Error whose code is the one rule all programs
