@@ -213,6 +213,7 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 	}
 
 	start := time.Now()
+	interrupted := soft // ends on the first signal, not at --max-seconds
 	if *maxSeconds > 0 {
 		var cancel context.CancelFunc
 		soft, cancel = context.WithTimeout(soft, time.Duration(*maxSeconds*float64(time.Second)))
@@ -225,10 +226,11 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 	defer st.Close()
 
 	r := &relay{
-		url:      amqpURL,
-		dialer:   broker.Dialer{Program: "consumer", Timeout: 10 * time.Second, Getenv: getenv},
-		prefetch: *prefetch,
-		accept:   accept,
+		url:         amqpURL,
+		dialer:      broker.Dialer{Program: "consumer", Timeout: 10 * time.Second, Getenv: getenv},
+		interrupted: interrupted,
+		prefetch:    *prefetch,
+		accept:      accept,
 		// The lease outlives any call (the HTTP timeout bounds it); it only
 		// matters when a consumer on another host dies holding a claim.
 		lease:   2**httpTimeout + 30*time.Second,

@@ -29,21 +29,26 @@ import (
 // outcome, and its ack fails harmlessly; the redelivered copy is caught by
 // the record.
 type relay struct {
-	url      string
-	dialer   broker.Dialer
-	prefetch int
-	lease    time.Duration
-	accept   acceptSet
-	log      *slog.Logger
-	store    *store.Store
-	partner  *partner
-	stats    *stats
-	hard     context.Context // ends only on a second signal: abandon everything
-	fatal    chan error      // a store failure or a missing dead-letter route: stop consuming
-	flight   inFlight
-	tag      string
-	sessions int
-	route    atomic.Pointer[deadRoute] // the current session's dead-letter check
+	url    string
+	dialer broker.Dialer
+	// interrupted ends on the first signal only. The first dial waits on
+	// it rather than on the run's deadline, so that a short --max-seconds
+	// still learns why the broker said no (a wrong password is answered
+	// after a pause), bounded by the dialer's timeout.
+	interrupted context.Context
+	prefetch    int
+	lease       time.Duration
+	accept      acceptSet
+	log         *slog.Logger
+	store       *store.Store
+	partner     *partner
+	stats       *stats
+	hard        context.Context // ends only on a second signal: abandon everything
+	fatal       chan error      // a store failure or a missing dead-letter route: stop consuming
+	flight      inFlight
+	tag         string
+	sessions    int
+	route       atomic.Pointer[deadRoute] // the current session's dead-letter check
 	// answered counts workers holding a partner answer that is not yet on
 	// record. A forced exit (second signal) waits a moment for them: a 201
 	// received and then thrown away is a claim the partner has and the
@@ -97,7 +102,11 @@ func (r *relay) run(soft context.Context) error {
 	backoff := 100 * time.Millisecond
 	first := true
 	for {
-		conn, ch, deliveries, err := r.connect(soft, first)
+		dialCtx := soft
+		if first {
+			dialCtx = r.interrupted
+		}
+		conn, ch, deliveries, err := r.connect(dialCtx, first)
 		if err != nil {
 			if first {
 				return err

@@ -116,7 +116,7 @@ func TestGraderView(t *testing.T) {
 	}
 	for g, n := range want {
 		switch {
-		case n == 2 && kinds[g] != "transient", strings.HasPrefix(g, "n-") && kinds[g] != "rejected":
+		case n == 2 && kinds[g] != "failed-twice", strings.HasPrefix(g, "n-") && kinds[g] != "rejected":
 			t.Errorf("DLQ: %s is %q", g, kinds[g])
 		case strings.HasPrefix(g, "g-") && kinds[g] != "":
 			t.Errorf("DLQ holds good claim %s", g)
