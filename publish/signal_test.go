@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"eaimq/internal/broker"
+	"eaimq/internal/brokertest"
+	"eaimq/internal/cli"
+	"eaimq/internal/topo"
+)
+
+// silentBroker accepts TCP connections and never says a word: a dial to it
+// hangs, and its first accept tells the test that publish is running (its
+// signal handler is installed before it dials).
+func silentBroker(t *testing.T) (url string, accepted <-chan struct{}) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c := make(chan struct{}, 1)
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, conn := range held {
+				conn.Close()
+			}
+		}()
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return "amqp://guest:guest@" + l.Addr().String() + "/x", c
+}
+
+// proc is a publish process under test.
+type proc struct {
+	cmd        *exec.Cmd
+	out, errb  bytes.Buffer
+	done       chan struct{}
+	signalTime time.Time
+}
+
+func startPublish(t *testing.T, url string, stdin *os.File, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(brokertest.Binary(t, "eaimq/publish"), args...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), broker.EnvURL+"="+url)
+	if stdin != nil {
+		p.cmd.Stdin = stdin
+	}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
+	return p
+}
+
+// interrupt sends sig and waits for the exit; it fails the test unless the
+// process is gone within a second.
+func (p *proc) interrupt(t *testing.T, sig os.Signal) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	p.signalTime = time.Now()
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("publish still running 10s after %v\nstdout: %s\nstderr: %s", sig, p.out.String(), p.errb.String())
+	}
+	took := time.Since(p.signalTime)
+	t.Logf("exit %d %s after %v", p.cmd.ProcessState.ExitCode(), took.Round(time.Millisecond), sig)
+	if took > time.Second {
+		t.Errorf("publish exited %s after %v, want within 1s", took.Round(time.Millisecond), sig)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func waitAccepted(t *testing.T, accepted <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("publish did not dial within 10s")
+	}
+}
+
+// TestSignalWhileReading: a read that cannot end by itself (a FIFO nobody
+// writes to, a standard input nobody closes) ends at SIGINT or SIGTERM:
+// exit 130 within a second, saying what it was reading, nothing published.
+func TestSignalWhileReading(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "claim.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// An *os.File, so that the child reads the pipe itself and Wait does
+	// not wait for a copy that never ends.
+	neverClosed, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); neverClosed.Close() })
+	cases := []struct {
+		name  string
+		stdin *os.File
+		sig   os.Signal
+		args  []string
+		want  string
+	}{
+		{"FIFO without a writer, SIGINT", nil, os.Interrupt, []string{fifo}, "interrupted while reading " + fifo},
+		{"FIFO without a writer, SIGTERM", nil, syscall.SIGTERM, []string{fifo}, "interrupted while reading " + fifo},
+		{"stdin never closed", neverClosed, os.Interrupt, []string{"-"}, "interrupted while reading -"},
+		{"FIFO among files", nil, os.Interrupt, []string{writeClaim(t, dir, "ok.json", `{"guid":"ok"}`), fifo}, "interrupted while reading " + fifo},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url, accepted := silentBroker(t)
+			p := startPublish(t, url, tc.stdin, tc.args...)
+			waitAccepted(t, accepted)
+			code := p.interrupt(t, tc.sig)
+			first, _, _ := strings.Cut(p.errb.String(), "\n")
+			if code != cli.ExitInterrupted || !strings.Contains(first, tc.want) || !strings.Contains(first, "nothing published") {
+				t.Errorf("exit %d, want %d; first stderr line %q, want %q and nothing published", code, cli.ExitInterrupted, first, tc.want)
+			}
+		})
+	}
+}
+
+// TestSignalReadingDevZero: /dev/zero is read to -max-bytes at most (its
+// largest value is 128 MiB, a fraction of a second of reading) and refused;
+// a signal meanwhile ends it at once. Either way: within a second.
+func TestSignalReadingDevZero(t *testing.T) {
+	url, accepted := silentBroker(t)
+	p := startPublish(t, url, nil, "-max-bytes", strconv.Itoa(maxMaxBytes), "/dev/zero")
+	waitAccepted(t, accepted)
+	code := p.interrupt(t, os.Interrupt)
+	if code != cli.ExitInterrupted && code != cli.ExitDataErr {
+		t.Errorf("exit %d, want %d (interrupted) or %d (refused): %s", code, cli.ExitInterrupted, cli.ExitDataErr, p.errb.String())
+	}
+}
+
+// TestSignalWhileConnecting: the files are read, the broker never answers
+// the handshake: SIGINT ends the wait at once, with 130.
+func TestSignalWhileConnecting(t *testing.T) {
+	url, accepted := silentBroker(t)
+	f := writeClaim(t, t.TempDir(), "c.json", `{"guid":"c"}`)
+	p := startPublish(t, url, nil, "-timeout", "1h", f)
+	waitAccepted(t, accepted)
+	code := p.interrupt(t, os.Interrupt)
+	if first, _, _ := strings.Cut(p.errb.String(), "\n"); code != cli.ExitInterrupted || !strings.Contains(first, "interrupted while connecting") {
+		t.Errorf("exit %d, want %d; first stderr line %q", code, cli.ExitInterrupted, first)
+	}
+}
+
+var summaryRE = regexp.MustCompile(`publish: (\d+) sent, (\d+) returned, (\d+) nacked, (\d+) invalid, (\d+) changed, (\d+) unconfirmed, (\d+) not sent`)
+
+// TestSignalWhileSending: SIGINT in the middle of a batch stops publishing
+// within a second. What the summary calls sent is in claim.in, what it
+// calls not sent is not, and only what it calls unconfirmed may or may not
+// be: no claim is half-published and none is unaccounted for.
+func TestSignalWhileSending(t *testing.T) {
+	vh := brokertest.New(t)
+	vh.Topology(t)
+	dir := t.TempDir()
+	const n = 5000
+	files := make([]string, n)
+	for i := range files {
+		files[i] = writeClaim(t, dir, fmt.Sprintf("c%05d.json", i), fmt.Sprintf(`{"guid":"sig-%05d","claimId":"C-%05d","docs":["r.pdf"]}`, i, i))
+	}
+	p := startPublish(t, vh.URL, nil, append([]string{"-window", "1"}, files...)...)
+	brokertest.Eventually(t, 30*time.Second, "publishing under way", func() bool {
+		select {
+		case <-p.done:
+			t.Fatalf("publish ended before the signal: %s%s", p.out.String(), p.errb.String())
+		default:
+		}
+		return vh.Depth(t, topo.Queue) > 0
+	})
+	code := p.interrupt(t, os.Interrupt)
+	m := summaryRE.FindStringSubmatch(p.out.String())
+	if m == nil {
+		t.Fatalf("no summary on stdout: %q\nstderr: %s", p.out.String(), p.errb.String())
+	}
+	t.Logf("%s", m[0])
+	count := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
+	sent, unconfirmed, notSent := count(1), count(6), count(7)
+	if sent+unconfirmed+notSent != n || notSent == 0 {
+		t.Errorf("summary %q does not account for %d claims, or nothing was left", m[0], n)
+	}
+	switch {
+	case unconfirmed > 0 && code != cli.ExitTempFail, unconfirmed == 0 && code != cli.ExitInterrupted:
+		t.Errorf("exit %d with %d unconfirmed; want 75 when some are, 130 when none", code, unconfirmed)
+	}
+	if !strings.Contains(p.errb.String(), "interrupted") {
+		t.Errorf("stderr does not say it was interrupted:\n%s", p.errb.String())
+	}
+	got := map[string]bool{}
+	for _, d := range vh.Drain(t, topo.Queue) {
+		if got[d.MessageId] {
+			t.Errorf("%s queued twice", d.MessageId)
+		}
+		got[d.MessageId] = true
+	}
+	if len(got) < sent || len(got) > sent+unconfirmed {
+		t.Errorf("claim.in holds %d, the summary says %d sent and %d unconfirmed", len(got), sent, unconfirmed)
+	}
+}
