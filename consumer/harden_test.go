@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
@@ -352,5 +354,25 @@ func TestBadFlags(t *testing.T) {
 	}
 	if _, err := os.Stat("/dev/null-journal"); err == nil {
 		t.Error("/dev/null-journal was left behind")
+	}
+}
+
+// TestInterruptWhileDialing: a broker that accepts the connection and never
+// answers would hold the handshake for its whole timeout; SIGINT ends the
+// consumer within a second. A first signal is the consumer's ordinary end
+// (exit 0, as at --max-seconds), but a run that never consumed prints no
+// summary.
+func TestInterruptWhileDialing(t *testing.T) {
+	url, accepted := brokertest.SilentBroker(t)
+	cmd := exec.Command(brokertest.Binary(t, "eaimq/consumer"), "--claim", "http://127.0.0.1:9", "--max-seconds", "60")
+	cmd.Env = append(os.Environ(), broker.EnvURL+"="+url, store.EnvPath+"="+filepath.Join(t.TempDir(), "p.db"))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	took := brokertest.InterruptWhileConnecting(t, cmd, accepted)
+	if took > time.Second {
+		t.Errorf("exited %s after SIGINT, want within 1s", took)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 || out.Len() != 0 {
+		t.Errorf("exit %d, stdout %q; want 0 and no summary\n%s", code, out.String(), errb.String())
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -627,47 +626,17 @@ func TestLimitSaysMore(t *testing.T) {
 }
 
 // TestInterruptDuringConnect: a peer that accepts and never answers holds
-// the AMQP handshake; SIGINT (the context ending) returns at once with 130.
+// the AMQP handshake; SIGINT ends dlq within a second, with 130.
 func TestInterruptDuringConnect(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	url, accepted := brokertest.SilentBroker(t)
+	cmd := exec.Command(brokertest.Binary(t, "eaimq/dlq"), "-no-store", "list")
+	cmd.Env = append(os.Environ(), broker.EnvURL+"="+url, store.EnvPath+"="+filepath.Join(t.TempDir(), "none.db"))
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if took := brokertest.InterruptWhileConnecting(t, cmd, accepted); took > time.Second {
+		t.Errorf("exited %s after SIGINT, want within 1s", took)
 	}
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		if c, err := l.Accept(); err == nil {
-			accepted <- c
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		select {
-		case c := <-accepted:
-			c.Close()
-		default:
-		}
-	})
-	env := map[string]string{broker.EnvURL: "amqp://guest:guest@" + l.Addr().String() + "/x", store.EnvPath: filepath.Join(t.TempDir(), "none.db")}
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-no-store", "list"}, func(k string) string { return env[k] }, &out, &errb)
-	}()
-	// Gate: the connection is open, and dlq waits for the broker's answer.
-	select {
-	case c := <-accepted:
-		accepted <- c // for the cleanup
-	case <-time.After(10 * time.Second):
-		t.Fatal("dlq never connected to the silent peer")
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if cli.Code(err) != cli.ExitInterrupted {
-			t.Errorf("exit %d, want 130: %v", cli.Code(err), err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("dlq still connecting 2s after SIGINT")
+	if code := cmd.ProcessState.ExitCode(); code != cli.ExitInterrupted {
+		t.Errorf("exit %d, want 130:\n%s", code, errb.String())
 	}
 }

@@ -203,50 +203,12 @@ func TestBadInputs(t *testing.T) {
 // never answers would hold the AMQP handshake for the whole -timeout;
 // SIGINT must end topology within a second, with exit 130.
 func TestInterruptWhileDialing(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	t.Cleanup(func() { l.Close() })
-
+	url, accepted := brokertest.SilentBroker(t)
 	cmd := exec.Command(brokertest.Binary(t, "eaimq/topology"), "-timeout", "60s")
-	cmd.Env = append(os.Environ(), broker.EnvURL+"=amqp://guest:guest@"+l.Addr().String()+"/x")
+	cmd.Env = append(os.Environ(), broker.EnvURL+"="+url)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	select {
-	case c := <-accepted: // it is in the handshake now
-		defer c.Close()
-	case err := <-done:
-		t.Fatalf("topology exited before it connected: %v\n%s", err, errb.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("topology did not connect to the listener within 10s")
-	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("topology still running 5s after SIGINT (it waits for -timeout 60s)\n%s", errb.String())
-	}
-	if took := time.Since(sent); took > time.Second {
+	if took := brokertest.InterruptWhileConnecting(t, cmd, accepted); took > time.Second {
 		t.Errorf("topology exited %s after SIGINT, want within 1s", took)
 	}
 	if code := cmd.ProcessState.ExitCode(); code != cli.ExitInterrupted || !strings.Contains(errb.String(), "interrupted") {
