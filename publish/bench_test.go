@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,4 +139,66 @@ func BenchmarkPublishProcess(b *testing.B) {
 	b.ReportMetric(float64(ours.Microseconds())/1000/float64(b.N), "ms/process")
 	b.ReportMetric(float64(floor.Microseconds())/1000/float64(b.N), "bare-ms/process")
 	b.ReportMetric(float64(floor)/float64(ours), "publish/bare")
+}
+
+// rssClaims and rssClaimSize: the batch BenchmarkPublishRSS sends.
+const (
+	rssClaims    = 5000
+	rssClaimSize = 1 << 20
+	rssLimit     = 64 << 20
+)
+
+// BenchmarkPublishRSS runs one publish process over 5,000 claim files of
+// 1 MiB each (5 GiB, in b.TempDir) and reports its peak resident memory
+// (getrusage's ru_maxrss, the kernel's VmHWM). It fails over 64 MiB: the
+// check keeps only each file's name, size, checksum and guid, and the send
+// reads each file again into one of two buffers, so memory does not grow
+// with the batch.
+//
+// claim.in gets a max-length 0 policy in the test's vhost, so that the
+// broker drops each claim once it has confirmed it and does not hold 5 GiB;
+// -window 16 keeps what is in flight at the broker small too.
+//
+//	go test -run '^$' -bench PublishRSS -benchtime 1x ./publish
+func BenchmarkPublishRSS(b *testing.B) {
+	vh := brokertest.New(b)
+	vh.Topology(b)
+	vh.Policy(b, "sink", topo.Queue, `{"max-length":0}`)
+	dir := b.TempDir()
+	body := []byte(`{"guid":"rss-00000","claimId":"C-00000","docs":["receipt.pdf"],"pad":"`)
+	body = append(body, bytes.Repeat([]byte("x"), rssClaimSize-len(body)-2)...)
+	body = append(body, `"}`...)
+	files := make([]string, rssClaims)
+	for i := range files {
+		id := fmt.Sprintf("%05d", i)
+		copy(body[len(`{"guid":"rss-`):], id)
+		copy(body[len(`{"guid":"rss-00000","claimId":"C-`):], id)
+		files[i] = filepath.Join(dir, "c"+id+".json")
+		if err := os.WriteFile(files[i], body, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bin := brokertest.Binary(b, "eaimq/publish")
+	var peak int64
+	for b.Loop() {
+		cmd := exec.Command(bin, append([]string{"-window", "16"}, files...)...)
+		cmd.Env = append(os.Environ(), broker.EnvURL+"="+vh.URL)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("publish: %v\n%s%s", err, out.String(), errb.String())
+		}
+		if want := fmt.Sprintf("%d sent, 0 returned", rssClaims); !strings.Contains(out.String(), want) {
+			b.Fatalf("publish: %s%s", out.String(), errb.String())
+		}
+		ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		if !ok {
+			b.Fatal("no rusage on this platform")
+		}
+		peak = max(peak, ru.Maxrss<<10) // KiB on Linux
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
+	if peak > rssLimit {
+		b.Errorf("peak RSS %.1f MiB over %d files of %d bytes, limit %d MiB", float64(peak)/(1<<20), rssClaims, rssClaimSize, rssLimit>>20)
+	}
 }
