@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	wantSize := fs.String("watermark", "512MiB", "absolute memory watermark `size` wanted: bytes, or with a unit k/kiB, M/MiB, G/GiB (1024ⁿ), kB, MB, GB (1000ⁿ)")
 	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stderr, manual(doc))
+			io.WriteString(stderr, cli.Manual(doc))
 		} else {
 			fmt.Fprintln(stderr, seeManual)
 		}
@@ -146,16 +146,3 @@ func printQueues(ctx context.Context, ctl rabbitctl.Ctl, getenv func(string) str
 	}
 }
 
-// manual is the package comment of a doc.go file as plain text: the
-// comment markers taken off, the package clause and what follows dropped.
-func manual(src string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(src, "\n") {
-		if !strings.HasPrefix(line, "//") {
-			break
-		}
-		line = strings.TrimPrefix(line, "//")
-		b.WriteString(strings.TrimPrefix(line, " ") + "\n")
-	}
-	return b.String()
-}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"eaimq/internal/linkpath"
 )
 
 // writeStatus writes data to path in the way the kind of file there calls
@@ -14,7 +16,7 @@ import (
 // regular file (as root), and renaming over a symlink would replace the
 // link instead of writing where it points.
 func writeStatus(path string, data []byte) error {
-	target, err := finalTarget(path)
+	target, err := linkpath.Final(path)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -35,28 +37,6 @@ func writeStatus(path string, data []byte) error {
 	default:
 		return writeThrough(target, fi.Mode(), data)
 	}
-}
-
-// finalTarget follows path's symbolic links, a dangling one included, to
-// the path that is finally written. Unlike filepath.EvalSymlinks it does
-// not need the end of the chain to exist: `echo x > dangling` creates the
-// link's target, and so does brokerstatus.
-func finalTarget(path string) (string, error) {
-	for range 40 { // Linux's own limit on links followed in one lookup
-		fi, err := os.Lstat(path)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return path, nil // a missing path or anything but a link: Stat says what
-		}
-		link, err := os.Readlink(path)
-		if err != nil {
-			return "", err
-		}
-		if !filepath.IsAbs(link) {
-			link = filepath.Join(filepath.Dir(path), link)
-		}
-		path = link
-	}
-	return "", fmt.Errorf("too many levels of symbolic links")
 }
 
 // writeAtomic replaces the regular file (or creates the new one) at path

@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -51,7 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stats := fs.Bool("stats", false, "print the counts of the claimsys running at -addr, and exit")
 	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stderr, manual(doc))
+			io.WriteString(stderr, cli.Manual(doc))
 		} else {
 			fmt.Fprintln(stderr, seeManual)
 		}
@@ -108,20 +107,6 @@ func checkFlags(fs *flag.FlagSet, addr string, delay time.Duration, force int) e
 		return fmt.Errorf("-force-status %d: want 0 (the fixture's rules) or an HTTP status 200 to 599", force)
 	}
 	return nil
-}
-
-// manual is the package comment of a doc.go file as plain text: the
-// comment markers taken off, the package clause and what follows dropped.
-func manual(src string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(src, "\n") {
-		if !strings.HasPrefix(line, "//") {
-			break
-		}
-		line = strings.TrimPrefix(line, "//")
-		b.WriteString(strings.TrimPrefix(line, " ") + "\n")
-	}
-	return b.String()
 }
 
 func printStats(ctx context.Context, addr string, w io.Writer) error {

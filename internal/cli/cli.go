@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Exit codes shared by the programs (sysexits.h where one fits), so that a
@@ -115,4 +116,20 @@ func Broker(err error, missing error) error {
 		return Exit(ExitConfig, err)
 	}
 	return Exit(ExitUnavailable, err)
+}
+
+// Manual is the package comment of a doc.go file as plain text: the
+// comment markers taken off, the package clause and what follows dropped.
+// A program embeds its doc.go and prints this as -h, so that the manual
+// and the package documentation are one text and cannot drift apart.
+func Manual(src string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		if !strings.HasPrefix(line, "//") {
+			break
+		}
+		line = strings.TrimPrefix(line, "//")
+		b.WriteString(strings.TrimPrefix(line, " ") + "\n")
+	}
+	return b.String()
 }

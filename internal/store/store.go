@@ -23,6 +23,8 @@ import (
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3"
+
+	"eaimq/internal/linkpath"
 )
 
 // EnvPath names the file; DefaultPath is the lab's.
@@ -381,27 +383,18 @@ func Key(messageID, guid string, body []byte) string {
 // FIFO) is refused: SQLite would leave -journal files beside it, and no
 // record could be kept.
 func resolve(path string) (string, error) {
-	for range 40 {
-		fi, err := os.Lstat(path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return path, nil
-		case err != nil:
-			return "", err
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(path)
-			if err != nil {
-				return "", err
-			}
-			if !filepath.IsAbs(target) {
-				target = filepath.Join(filepath.Dir(path), target)
-			}
-			path = target
-		case !fi.Mode().IsRegular():
-			return "", fmt.Errorf("not a regular file (%s): set %s to a file path", fi.Mode().Type(), EnvPath)
-		default:
-			return path, nil
-		}
+	path, err := linkpath.Final(path)
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("too many levels of symbolic links")
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return path, nil
+	case err != nil:
+		return "", err
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("not a regular file (%s): set %s to a file path", fi.Mode().Type(), EnvPath)
+	}
+	return path, nil
 }
