@@ -145,4 +145,3 @@ func printQueues(ctx context.Context, ctl rabbitctl.Ctl, getenv func(string) str
 		fmt.Fprintf(stdout, "  %-24s %10d %10d\n", r.Name, r.Messages, r.Unacked)
 	}
 }
-
