@@ -51,13 +51,7 @@ func TestFaultDeadQueueDeletedMidRun(t *testing.T) {
 		t.Fatalf("topology: %s", r.stderr)
 	}
 	w.drainWith()
-	extra := 0
-	for _, g := range rejected {
-		extra += w.partner.Stats().ByGuid[g] - 1
-	}
-	if extra != 0 {
-		t.Errorf("%d extra calls for rejected claims whose decision was on record", extra)
-	}
+	w.calledEach(rejected, 1, "its decision was on record")
 	w.account("claim.dead deleted mid-run, topology not rerun", append(good, rejected...), 0, "0",
 		fmt.Sprintf("consumer stopped with 78; %d rejected claims waited in claim.in, then dead-lettered with no 2nd call", len(rejected)))
 }
@@ -86,11 +80,7 @@ func TestFaultLabProcessedDB(t *testing.T) {
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("consumer exit %d:\n%s", code, p.errb.String())
 	}
-	for _, g := range labs {
-		if n := w.partner.Stats().ByGuid[g]; n != 0 {
-			t.Errorf("%s (recorded by the lab) called %d times", g, n)
-		}
-	}
+	w.calledEach(labs, 0, "the lab recorded it")
 	if !strings.Contains(p.out.String(), "10 duplicates skipped") {
 		t.Errorf("summary: %s", p.out.String())
 	}
@@ -121,16 +111,24 @@ func TestFaultLostReject(t *testing.T) {
 		return q[topo.DeadQueue].Messages == 5 && q[topo.Queue].Messages == 0 && q[topo.Queue].Unacked == 0
 	})
 	p.stop(t)
-	for _, g := range published {
-		if n := w.partner.Stats().ByGuid[g]; n != 1 {
-			t.Errorf("%s called %d times, want 1: its decision was on record", g, n)
-		}
-	}
+	w.calledEach(published, 1, "its decision was on record")
 	if !strings.Contains(p.errb.String(), "rejected again without a call") {
 		t.Errorf("log:\n%s", p.errb.String())
 	}
 	w.account("connection lost between the dead-letter record and the reject", published, 0, "0",
 		"redelivered copies rejected again without a call")
+}
+
+// calledEach fails the test for each guid the partner was not called
+// exactly n times.
+func (w *world) calledEach(guids []string, n int, why string) {
+	w.t.Helper()
+	by := w.partner.Stats().ByGuid
+	for _, g := range guids {
+		if by[g] != n {
+			w.t.Errorf("%s called %d times, want %d: %s", g, by[g], n, why)
+		}
+	}
 }
 
 // closeConnections closes every client connection to the vhost, as an
