@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync/atomic"
 	"syscall"
 
 	"eaimq/internal/claimid"
@@ -15,8 +16,10 @@ import (
 
 // claim is one file to publish, as the first pass left it: enough to find
 // it again and to notice that it changed, not its bytes, which are read
-// again when it is sent. Only what cannot be read twice (standard input, a
-// pipe, a FIFO, a device) keeps its bytes; each is at most -max-bytes.
+// again when it is sent. What cannot be read twice (standard input, a pipe,
+// a FIFO, a device) keeps its bytes, each at most -max-bytes; so do the
+// first files checked while all kept bytes fit in keepBudget, which spares
+// a batch of small claims a second open and read per file.
 type claim struct {
 	name string // file name as given ("-" for stdin)
 	size int
@@ -28,10 +31,14 @@ type claim struct {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// keepBudget bounds the bytes of regular files the first pass keeps.
+const keepBudget = 8 << 20
+
 // readClaim reads and checks one claim into *buf (the caller's, reused for
 // the next file), reading at most maxBytes+1 bytes so that a huge file is
-// refused without being held.
-func readClaim(ctx context.Context, name string, stdin io.Reader, maxBytes int64, buf *[]byte) claim {
+// refused without being held. kept counts the bytes of regular files kept
+// so far, against keepBudget; nil keeps none.
+func readClaim(ctx context.Context, name string, stdin io.Reader, maxBytes int64, buf *[]byte, kept *atomic.Int64) claim {
 	c := claim{name: name}
 	var err error
 	keep := true
@@ -54,6 +61,13 @@ func readClaim(ctx context.Context, name string, stdin io.Reader, maxBytes int64
 		return c
 	}
 	c.size, c.sum = len(body), crc32.Checksum(body, castagnoli)
+	if !keep && kept != nil {
+		if kept.Add(int64(len(body))) <= keepBudget {
+			keep = true
+		} else {
+			kept.Add(-int64(len(body)))
+		}
+	}
 	if keep {
 		c.body = append([]byte(nil), body...)
 	}
@@ -167,11 +181,12 @@ func readClaims(ctx context.Context, files []string, stdin io.Reader, maxBytes i
 	out := make(chan checked)
 	stop := make(chan struct{})
 	defer close(stop)
+	var kept atomic.Int64
 	for range workers {
 		go func() {
 			var buf []byte
 			for i := range next {
-				c := readClaim(ctx, files[i], stdin, maxBytes, &buf)
+				c := readClaim(ctx, files[i], stdin, maxBytes, &buf, &kept)
 				select {
 				case out <- checked{i, c}:
 				case <-stop:

@@ -13,7 +13,7 @@ import (
 
 func TestReadClaimDirectory(t *testing.T) {
 	var buf []byte
-	if c := readClaim(context.Background(), t.TempDir(), nil, 100, &buf); c.err == nil || !strings.Contains(c.err.Error(), "directory") {
+	if c := readClaim(context.Background(), t.TempDir(), nil, 100, &buf, nil); c.err == nil || !strings.Contains(c.err.Error(), "directory") {
 		t.Errorf("a directory: err %v", c.err)
 	}
 }
@@ -25,11 +25,11 @@ func TestReadClaimKeepsOnlyWhatCannotBeReadAgain(t *testing.T) {
 	body := `{"guid":"k1"}`
 	f := writeClaim(t, dir, "c.json", body)
 	var buf []byte
-	c := readClaim(context.Background(), f, nil, 100, &buf)
+	c := readClaim(context.Background(), f, nil, 100, &buf, nil)
 	if c.err != nil || c.guid != "k1" || c.size != len(body) || c.body != nil {
 		t.Errorf("regular file: %+v", c)
 	}
-	c = readClaim(context.Background(), "-", strings.NewReader(body), 100, &buf)
+	c = readClaim(context.Background(), "-", strings.NewReader(body), 100, &buf, nil)
 	if c.err != nil || string(c.body) != body {
 		t.Errorf("stdin: %+v", c)
 	}
@@ -44,7 +44,7 @@ func TestReadClaimKeepsOnlyWhatCannotBeReadAgain(t *testing.T) {
 			w.Close()
 		}
 	}()
-	c = readClaim(context.Background(), fifo, nil, 100, &buf)
+	c = readClaim(context.Background(), fifo, nil, 100, &buf, nil)
 	if c.err != nil || string(c.body) != body {
 		t.Errorf("FIFO: %+v", c)
 	}
@@ -73,7 +73,7 @@ func TestRereadNoticesAChange(t *testing.T) {
 	dir := t.TempDir()
 	f := writeClaim(t, dir, "c.json", `{"guid":"r1"}`)
 	var buf []byte
-	c := readClaim(context.Background(), f, nil, 100, &buf)
+	c := readClaim(context.Background(), f, nil, 100, &buf, nil)
 	if c.err != nil {
 		t.Fatal(c.err)
 	}

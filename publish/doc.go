@@ -36,12 +36,13 @@
 // is its 422 to give). If any file fails, nothing is published (exit 65)
 // unless -keep-going asks to send the valid ones.
 //
-// The check keeps only each file's name, size, guid and checksum, never the
-// batch's bytes: each file is read again when its turn to be sent comes, so
-// memory stays at a few claims however many files there are. A file that
-// changed in between (its size or CRC-32C differs, or it is gone) is not
-// sent and is reported ("changed"). What cannot be read twice (standard
-// input, a pipe such as <(...), a FIFO, a device) is read once and kept.
+// The check keeps each file's name, size, guid and checksum, not the
+// batch's bytes: past the first 8 MiB of claims, each file is read again
+// when its turn to be sent comes, so memory stays at a few claims however
+// many files there are. A file that changed in between (its size or
+// CRC-32C differs, or it is gone) is not sent and is reported ("changed").
+// What cannot be read twice (standard input, a pipe such as <(...), a FIFO,
+// a device) is read once and kept.
 //
 // A claim counts as sent only when the broker acked it and did not return it.
 // The broker acks an unroutable mandatory message after returning it

@@ -42,36 +42,38 @@ const (
 
 // loaded is one claim's bytes, read again for sending.
 type loaded struct {
-	i    int
-	body []byte
-	buf  []byte // the buffer to hand back
-	err  error
+	i     int
+	body  []byte
+	token bool // body is one of the reader's two buffers: hand it back
+	err   error
 }
 
-// reader reads the valid claims again, in order, one ahead of the sender:
-// two buffers take turns, so that reading the next file overlaps
-// publishing this one and memory stays at two claims whatever the batch.
+// reader reads the valid claims again, in order, ahead of the sender: two
+// buffers take turns, so that reading the next file overlaps publishing
+// this one and memory stays at two claims whatever the batch. A claim whose
+// bytes were kept needs no buffer and no read.
 func reader(ctx context.Context, claims []claim, stop <-chan struct{}) (<-chan loaded, chan<- []byte) {
-	ready := make(chan loaded)
+	ready := make(chan loaded, 64)
 	free := make(chan []byte, 2)
 	free <- nil
 	free <- nil
 	go func() {
 		defer close(ready)
 		for i := range claims {
-			if claims[i].err != nil {
+			c := &claims[i]
+			if c.err != nil {
 				continue
 			}
-			var buf []byte
-			select {
-			case buf = <-free:
-			case <-stop:
-				return
-			}
-			body, err := reread(ctx, &claims[i], buf)
-			l := loaded{i: i, body: body, buf: buf, err: err}
-			if claims[i].body == nil {
-				l.buf = body // grown, perhaps
+			l := loaded{i: i, body: c.body}
+			if l.body == nil {
+				var buf []byte
+				select {
+				case buf = <-free:
+				case <-stop:
+					return
+				}
+				l.body, l.err = reread(ctx, c, buf)
+				l.token = true
 			}
 			select {
 			case ready <- l:
@@ -150,7 +152,9 @@ func send(ctx context.Context, p *confirm.Publisher, o options, claims []claim, 
 		}
 		if l.err != nil {
 			results[l.i] = result{outcome: changed, reason: l.err.Error()}
-			free <- l.buf
+			if l.token {
+				free <- l.body
+			}
 			continue
 		}
 		for len(inflight) >= o.window && runErr == nil {
@@ -172,7 +176,9 @@ func send(ctx context.Context, p *confirm.Publisher, o options, claims []claim, 
 		})
 		// The library has written the frames when Publish returns, so the
 		// buffer can be read into again.
-		free <- l.buf
+		if l.token {
+			free <- l.body
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				runErr = ctx.Err()
