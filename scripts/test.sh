@@ -28,3 +28,6 @@ go vet ./...
 
 echo "== go test -race"
 go test -race -count=1 -timeout 30m "$@" ./...
+
+echo "== fuzz claimid.Guid (20s)"
+go test -run '^$' -fuzz '^FuzzGuid$' -fuzztime 20s ./internal/claimid
