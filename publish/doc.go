@@ -85,14 +85,18 @@
 // Exit status (when several apply, the first in this list):
 //
 //	0    every claim was confirmed and routed
-//	2    usage error (unknown flag, a value out of its range, no file)
+//	2    usage error (unknown flag, a value out of its range, no file,
+//	     an unusable EAI_AMQP_URL)
 //	69   the broker cannot be reached, or the connection died mid-run
 //	75   a confirm did not come in time, or a signal came before it:
 //	     those claims may or may not be queued; publishing them again is
 //	     safe, since the consumer deduplicates by message_id
 //	130  interrupted by SIGINT or SIGTERM with no outcome in doubt:
 //	     nothing published, or what was published was confirmed
-//	78   exchange eai.claim does not exist: run topology first
+//	77   the broker refused the user or password, or the user's access
+//	     to the vhost
+//	78   exchange eai.claim does not exist (run topology first), the vhost
+//	     does not exist, or a TLS setting is wrong
 //	4    the broker nacked a claim
 //	3    a claim was returned as unroutable (no queue bound)
 //	65   a file is not a valid claim (missing, unreadable, not a JSON

@@ -80,8 +80,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL (default %s)\n"+
 			"exit status: 0 all sent, 2 usage (or a flag out of range), 3 returned (unroutable),\n"+
 			"  4 nacked, 65 invalid or changed file, 69 broker unreachable, 75 confirm timed out or\n"+
-			"  interrupted before it (may be queued; resending is safe), 78 exchange eai.claim missing\n"+
-			"  (run topology), 130 interrupted with nothing in doubt (nothing published, or all of\n"+
+			"  interrupted before it (may be queued; resending is safe), 77 user or password refused,\n"+
+			"  78 exchange eai.claim missing (run topology), vhost missing or TLS setting wrong,\n"+
+			"  130 interrupted with nothing in doubt (nothing published, or all of\n"+
 			"  what was published confirmed)\n", broker.DefaultURL)
 	}
 	if err := cli.Parse(fs, args); err != nil {
