@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,11 @@ import (
 	"eaimq/internal/confirm"
 	"eaimq/internal/topo"
 )
+
+// doc is the manual: -h prints its package comment.
+//
+//go:embed doc.go
+var doc string
 
 // Exit codes of publish beyond the shared ones.
 const (
@@ -62,36 +68,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs.Int64Var(&o.maxBytes, "max-bytes", 1<<20, fmt.Sprintf("largest claim file accepted, in `bytes`, 1 to %d (128 MiB, RabbitMQ's default limit)", maxMaxBytes))
 	fs.BoolVar(&o.keepGoing, "keep-going", false, "publish the valid files even if some are invalid")
 	fs.StringVar(&o.progress, "progress", "auto", "progress on stderr: `mode` auto (terminal only), always, never")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: publish [flags] FILE...   (FILE - reads standard input)\n\n"+
-			"Publishes each claim JSON file, its bytes unchanged, to exchange eai.claim with routing\n"+
-			"key claim: persistent, message_id = the JSON's guid, content_type application/json,\n"+
-			"with publisher confirms and mandatory. A claim is sent only when the broker acked it\n"+
-			"and did not return it (unroutable).\n\n"+
-			"Every file is checked first; if one fails, nothing is published unless -keep-going.\n"+
-			"A claim is one JSON object of at most -max-bytes whose top-level \"guid\" (exact case,\n"+
-			"once) is a string, taken byte-exact: 1 to 255 bytes of valid UTF-8, no lone surrogate\n"+
-			"escape, no control character (TAB included, C1 too), no white space at either end.\n"+
-			"Files are read again to be sent, so memory stays small; one that changed in between\n"+
-			"is not sent. Standard input and pipes are read once and kept.\n\n"+
-			"SIGINT/SIGTERM stops it within a second; no message is cut in half.\n"+
-			"Failures: one line each on stderr. Summary: stdout.\n\nflags:\n")
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL (default %s)\n"+
-			"exit status: 0 all sent, 2 usage (or a flag out of range), 3 returned (unroutable),\n"+
-			"  4 nacked, 65 invalid or changed file, 69 broker unreachable, 75 confirm timed out or\n"+
-			"  interrupted before it (may be queued; resending is safe), 77 user or password refused,\n"+
-			"  78 exchange eai.claim missing (run topology), vhost missing or TLS setting wrong,\n"+
-			"  130 interrupted with nothing in doubt (nothing published, or all of\n"+
-			"  what was published confirmed)\n", broker.DefaultURL)
-	}
+	fs.Usage = func() {} // -h prints the manual; a mistake, one line
 	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			io.WriteString(stderr, cli.Manual(doc))
+		} else {
+			fmt.Fprintln(stderr, "publish: the manual: publish -h")
+		}
 		return err
 	}
 	switch {
 	case fs.NArg() == 0:
-		fs.Usage()
-		return cli.Usagef("no claim file given")
+		return cli.Usagef("no claim file given (publish -h shows the manual)")
 	case o.window < 1 || o.window > maxWindow:
 		return cli.Usagef("-window %d is out of range: 1 to %d", o.window, maxWindow)
 	case o.timeout < minTimeout || o.timeout > maxTimeout:

@@ -285,7 +285,7 @@ func TestBulkThousandArriveOnce(t *testing.T) {
 func TestHelp(t *testing.T) {
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
-	if cli.Code(err) != 0 || !brokertest.ContainsAll(errb.String(), "exit status", "1 to 10000", "134217728", "130", "byte-exact") {
+	if cli.Code(err) != 0 || !brokertest.ContainsAll(errb.String(), "Usage:", "Exit status", "1 to 10000", "134217728", "130", "byte-exact", "lone surrogate") {
 		t.Errorf("-h: %v\n%s", err, errb.String())
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,38 +18,6 @@ import (
 	"eaimq/internal/cli"
 	"eaimq/internal/topo"
 )
-
-// silentBroker accepts TCP connections and never says a word: a dial to it
-// hangs, and its first accept tells the test that publish is running (its
-// signal handler is installed before it dials).
-func silentBroker(t *testing.T) (url string, accepted <-chan struct{}) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	c := make(chan struct{}, 1)
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, conn := range held {
-				conn.Close()
-			}
-		}()
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, conn)
-			select {
-			case c <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return "amqp://guest:guest@" + l.Addr().String() + "/x", c
-}
 
 // proc is a publish process under test.
 type proc struct {
@@ -136,7 +103,7 @@ func TestSignalWhileReading(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			url, accepted := silentBroker(t)
+			url, accepted := brokertest.SilentBroker(t)
 			p := startPublish(t, url, tc.stdin, tc.args...)
 			waitAccepted(t, accepted)
 			code := p.interrupt(t, tc.sig)
@@ -152,7 +119,7 @@ func TestSignalWhileReading(t *testing.T) {
 // largest value is 128 MiB, a fraction of a second of reading) and refused;
 // a signal meanwhile ends it at once. Either way: within a second.
 func TestSignalReadingDevZero(t *testing.T) {
-	url, accepted := silentBroker(t)
+	url, accepted := brokertest.SilentBroker(t)
 	p := startPublish(t, url, nil, "-max-bytes", strconv.Itoa(maxMaxBytes), "/dev/zero")
 	waitAccepted(t, accepted)
 	code := p.interrupt(t, os.Interrupt)
@@ -164,7 +131,7 @@ func TestSignalReadingDevZero(t *testing.T) {
 // TestSignalWhileConnecting: the files are read, the broker never answers
 // the handshake: SIGINT ends the wait at once, with 130.
 func TestSignalWhileConnecting(t *testing.T) {
-	url, accepted := silentBroker(t)
+	url, accepted := brokertest.SilentBroker(t)
 	f := writeClaim(t, t.TempDir(), "c.json", `{"guid":"c"}`)
 	p := startPublish(t, url, nil, "-timeout", "1h", f)
 	waitAccepted(t, accepted)
