@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 )
 
@@ -96,13 +97,17 @@ type quiet struct{ error }
 func (q *quiet) Unwrap() error { return q.error }
 
 // Report prints err once, prefixed with the program's name, unless it is -h
-// or was shown already.
+// or was shown already. A usage mistake (exit 2) is followed by the line
+// that says where the manual is.
 func Report(w io.Writer, program string, err error) {
 	var q *quiet
 	if err == nil || errors.Is(err, flag.ErrHelp) || errors.As(err, &q) {
 		return
 	}
 	fmt.Fprintf(w, "%s: %v\n", program, err)
+	if Code(err) == ExitUsage {
+		fmt.Fprintln(w, SeeManual(program))
+	}
 }
 
 // Broker maps an error from talking to the broker to its exit code: a
@@ -132,4 +137,75 @@ func Manual(src string) string {
 		b.WriteString(strings.TrimPrefix(line, " ") + "\n")
 	}
 	return b.String()
+}
+
+// Flags parses args with fs (made with flag.ContinueOnError, output set to
+// the program's stderr) the way every eaimq program does, and adds
+// -version:
+//
+//   - -h or -help prints the manual (Manual(doc)) on stdout, so that it
+//     pages and greps, and returns flag.ErrHelp (exit 0);
+//   - -version prints the program's version (Version) on stdout and
+//     returns flag.ErrHelp too: the program does nothing more, with exit 0;
+//   - a mistake prints the flag package's one-line error and where the
+//     manual is (not the manual itself, which would push the error off the
+//     screen), and returns an error that maps to exit 2 and is not printed
+//     again.
+func Flags(fs *flag.FlagSet, doc string, args []string, stdout io.Writer) error {
+	version := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {} // the flag package calls it after its own message
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		io.WriteString(stdout, Manual(doc))
+		return err
+	case err != nil:
+		fmt.Fprintln(fs.Output(), SeeManual(fs.Name()))
+		return &quiet{fmt.Errorf("%w: %w", errParse, err)}
+	case *version:
+		fmt.Fprintln(stdout, Version(fs.Name()))
+		return flag.ErrHelp
+	}
+	return nil
+}
+
+// SeeManual is the line that follows a usage mistake.
+func SeeManual(program string) string {
+	return fmt.Sprintf("run '%s -h' for the manual", program)
+}
+
+// Version says which build this is: the module version (or "(devel)"), the
+// VCS revision and time the binary was built from, whether the tree had
+// uncommitted changes, and the Go version, all from debug.ReadBuildInfo.
+func Version(program string) string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return program + " (no build information)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	out := fmt.Sprintf("%s %s %s", program, bi.Main.Path, v)
+	var rev, at, modified string
+	for _, kv := range bi.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.time":
+			at = kv.Value
+		case "vcs.modified":
+			modified = kv.Value
+		}
+	}
+	if rev != "" {
+		out += " rev " + rev
+		if at != "" {
+			out += " " + at
+		}
+		if modified == "true" {
+			out += " (with uncommitted changes)"
+		}
+	}
+	return out + " " + bi.GoVersion
 }
