@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,20 +100,42 @@ func TestSignalWhileReading(t *testing.T) {
 		{"FIFO without a writer, SIGINT", nil, os.Interrupt, []string{fifo}, "interrupted while reading " + fifo},
 		{"FIFO without a writer, SIGTERM", nil, syscall.SIGTERM, []string{fifo}, "interrupted while reading " + fifo},
 		{"stdin never closed", neverClosed, os.Interrupt, []string{"-"}, "interrupted while reading -"},
-		{"FIFO among files", nil, os.Interrupt, []string{writeClaim(t, dir, "ok.json", `{"guid":"ok"}`), fifo}, "interrupted while reading " + fifo},
+		{"FIFO among files", nil, os.Interrupt, []string{writeClaim(t, dir, "ok.json", `{"guid":"ok"}`), fifo}, fifo},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			url, accepted := brokertest.SilentBroker(t)
 			p := startPublish(t, url, tc.stdin, tc.args...)
 			waitAccepted(t, accepted)
+			if slices.Contains(tc.args, fifo) {
+				// The dial runs beside the reads: the gate is publish
+				// really blocked opening the FIFO.
+				waitFIFOOpen(t, p.cmd.Process.Pid)
+			}
 			code := p.interrupt(t, tc.sig)
 			first, _, _ := strings.Cut(p.errb.String(), "\n")
-			if code != cli.ExitInterrupted || !strings.Contains(first, tc.want) || !strings.Contains(first, "nothing published") {
+			if code != cli.ExitInterrupted || !strings.Contains(first, "interrupted while reading") || !strings.Contains(first, tc.want) || !strings.Contains(first, "nothing published") {
 				t.Errorf("exit %d, want %d; first stderr line %q, want %q and nothing published", code, cli.ExitInterrupted, first, tc.want)
 			}
 		})
 	}
+}
+
+// waitFIFOOpen waits until a thread of pid is blocked opening a FIFO that
+// has no writer (the kernel's wait_for_partner).
+func waitFIFOOpen(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/wchan", pid))
+		for _, task := range tasks {
+			if b, _ := os.ReadFile(task); string(b) == "wait_for_partner" {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("publish (pid %d) never blocked opening the FIFO", pid)
 }
 
 // TestSignalReadingDevZero: /dev/zero is read to -max-bytes at most (its
