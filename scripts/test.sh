@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite against the real broker, as CI runs it.
 #
-#   scripts/test.sh              everything: format, vet, go test -race
+#   scripts/test.sh              everything: format, vet, tidy, go test -race, a bounded fuzz
 #   scripts/test.sh -run Foo     extra arguments go to go test
 #
 # It first runs scripts/mq-up.sh, which installs and starts RabbitMQ when
@@ -25,6 +25,9 @@ fi
 
 echo "== go vet"
 go vet ./...
+
+echo "== go mod tidy -diff"
+go mod tidy -diff
 
 echo "== go test -race"
 go test -race -count=1 -timeout 30m "$@" ./...
