@@ -9,6 +9,7 @@ cd "$top"
 scripts/mq-up.sh >/dev/null
 go test -run '^$' -bench 'PublishVsBare' -benchtime 20x ./publish
 go test -run '^$' -bench 'PublishProcess' -benchtime 40x ./publish
+go test -run '^$' -bench 'PublishRSS' -benchtime 1x ./publish
 go test -run '^$' -bench 'ConsumerVsBare' -benchtime 3x ./consumer
 go test -run '^$' -bench 'ConsumerSlowPartner' -benchtime 3x ./consumer
 go test -run '^$' -bench 'BeginFinish' -benchtime 3000x ./internal/store
