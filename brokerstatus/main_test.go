@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/brokertest"
 	"eaimq/internal/cli"
@@ -24,23 +27,20 @@ import (
 func TestWatermarkOnTheRealNode(t *testing.T) {
 	vh := brokertest.New(t)
 	ctx := context.Background()
-	out, err := vh.Ctl.Run(ctx, "status")
+	out, err := vh.Ctl.Run(ctx, "status", "--formatter", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := ParseStatus(string(out))
+	before, err := ParseStatus(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		restore := []string{"-q", "set_vm_memory_high_watermark"}
-		switch ok, _ := CheckWatermark(before.Watermark, 512<<20); {
-		case ok:
-			restore = append(restore, "absolute", "512MiB")
-		case before.Watermark.Absolute:
-			restore = append(restore, "absolute", fmt.Sprint(int64(before.Watermark.Setting*1e9)))
-		default:
-			restore = append(restore, fmt.Sprint(before.Watermark.Setting))
+		if w := before.Watermark; w.Absolute {
+			restore = append(restore, "absolute", strconv.FormatInt(w.Bytes, 10))
+		} else {
+			restore = append(restore, strconv.FormatFloat(w.Fraction, 'g', -1, 64))
 		}
 		if _, err := vh.Ctl.Run(ctx, restore...); err != nil {
 			t.Errorf("restore watermark: %v", err)
@@ -48,9 +48,9 @@ func TestWatermarkOnTheRealNode(t *testing.T) {
 	})
 	file := filepath.Join(t.TempDir(), "sub", "status.txt")
 	getenv := vh.Getenv(nil)
-	runStatus := func() (int, string, string) {
+	runStatus := func(extra ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		err := run(ctx, []string{"-node", vh.Ctl.Node, "-o", file}, getenv, &stdout, &stderr)
+		err := run(ctx, append([]string{"-node", vh.Ctl.Node, "-o", file}, extra...), getenv, &stdout, &stderr)
 		if err != nil {
 			stderr.WriteString(err.Error())
 		}
@@ -60,15 +60,22 @@ func TestWatermarkOnTheRealNode(t *testing.T) {
 	if _, err := vh.Ctl.Run(ctx, "-q", "set_vm_memory_high_watermark", "0.4"); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := runStatus()
+	code, stdout, stderr := runStatus("-json")
 	if code != cli.ExitConfig || !strings.Contains(stderr, "relative") || !strings.Contains(stderr, "set_vm_memory_high_watermark absolute 512MiB") {
 		t.Errorf("relative 0.4: exit %d, want %d with the fix:\n%s", code, cli.ExitConfig, stderr)
+	}
+	var s summary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("-json: %v:\n%s", err, stdout)
+	}
+	if w := s.Watermark; w.Kind != "relative" || w.Fraction == nil || *w.Fraction != 0.4 || w.Bytes != nil || w.OK || w.WantedBytes != 512<<20 {
+		t.Errorf("-json, relative 0.4: watermark %+v", w)
 	}
 
 	if _, err := vh.Ctl.Run(ctx, "-q", "set_vm_memory_high_watermark", "absolute", "512MiB"); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runStatus()
+	code, stdout, stderr = runStatus()
 	if code != 0 {
 		t.Fatalf("absolute 512MiB: exit %d:\n%s", code, stderr)
 	}
@@ -81,6 +88,103 @@ func TestWatermarkOnTheRealNode(t *testing.T) {
 	}
 	if !strings.Contains(stdout, vh.Name) || !strings.Contains(stdout, "run topology") {
 		t.Errorf("summary does not list the (empty) vhost's queues:\n%s", stdout)
+	}
+	if !strings.Contains(stdout, "watermark: absolute 512MiB (536870912 bytes) (ok)") {
+		t.Errorf("summary does not give the exact watermark:\n%s", stdout)
+	}
+
+	// -json with a queue holding one message: the object parses, with the
+	// exact watermark and the queue's counts.
+	vh.Topology(t)
+	ch := vh.Channel(t)
+	if err := ch.Publish("", "claim.in", false, false, amqp.Publishing{Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "claim.in holds 1 message", func() bool { return vh.Depth(t, "claim.in") == 1 })
+	code, stdout, stderr = runStatus("-json")
+	if code != 0 {
+		t.Fatalf("-json, absolute 512MiB: exit %d:\n%s", code, stderr)
+	}
+	s = summary{}
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil || dec.More() {
+		t.Fatalf("-json is not one object with the known fields (%v):\n%s", err, stdout)
+	}
+	if w := s.Watermark; w.Kind != "absolute" || w.Bytes == nil || *w.Bytes != 512<<20 || w.LimitBytes != 512<<20 || !w.OK || w.Problem != "" {
+		t.Errorf("-json, absolute 512MiB: watermark %+v", w)
+	}
+	if s.Node != vh.Ctl.Node || !strings.HasPrefix(s.Version, "3.") || s.Saved == nil || *s.Saved != file || s.VHost != vh.Name || s.Alarms == nil {
+		t.Errorf("-json: %+v", s)
+	}
+	found := false
+	for _, q := range s.Queues {
+		if q.Name == "claim.in" {
+			found = q.Messages == 1 && q.Unacked == 0
+		}
+	}
+	if !found {
+		t.Errorf("-json: queues %+v, want claim.in with 1 message, 0 unacked", s.Queues)
+	}
+}
+
+// fakeCtl is a rabbitmqctl that prints text for `status`, js for `status
+// --formatter json`, and no queues, so that a test can give brokerstatus
+// a text and a JSON status that disagree.
+func fakeCtl(t *testing.T, text, js []byte) rabbitctl.Ctl {
+	dir := t.TempDir()
+	tf, jf := filepath.Join(dir, "status.txt"), filepath.Join(dir, "status.json")
+	if err := os.WriteFile(tf, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(jf, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "rabbitmqctl")
+	script := "#!/bin/sh\ncase \"$*\" in\n" +
+		"*list_queues*) echo '[]' ;;\n" +
+		"*'status --formatter json'*) cat '" + jf + "' ;;\n" +
+		"*status*) cat '" + tf + "' ;;\n" +
+		"*) exit 64 ;;\nesac\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return rabbitctl.Ctl{Node: "rabbit@localhost", Bin: bin}
+}
+
+// TestVerdictComesFromTheJSON: given real text and JSON outputs that
+// disagree, the verdict follows the JSON, and the status file is the
+// text, byte for byte.
+func TestVerdictComesFromTheJSON(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		text, js string
+		code     int
+	}{
+		{"relative.txt", "absolute.json", 0},
+		{"absolute.txt", "relative.json", cli.ExitConfig},
+		{"absolute.txt", "other-size.json", cli.ExitConfig},
+		{"absolute.txt", "alarm.json", cli.ExitConfig},
+	} {
+		t.Run(tc.text+"+"+tc.js, func(t *testing.T) {
+			text := read(tc.text)
+			file := filepath.Join(t.TempDir(), "status.txt")
+			var stdout bytes.Buffer
+			o := options{outFile: file, want: 512 << 20}
+			err := report(context.Background(), fakeCtl(t, text, read(tc.js)), o, func(string) string { return "" }, &stdout)
+			if cli.Code(err) != tc.code {
+				t.Errorf("exit %d (%v), want %d", cli.Code(err), err, tc.code)
+			}
+			if saved, err := os.ReadFile(file); err != nil || !bytes.Equal(saved, text) {
+				t.Errorf("the status file is not %s byte for byte (%v)", tc.text, err)
+			}
+		})
 	}
 }
 
@@ -136,25 +240,49 @@ func TestBadInput(t *testing.T) {
 			if code != tc.code || !strings.HasPrefix(first, tc.first) {
 				t.Errorf("exit %d, first line %q; want %d, %q\n%s", code, first, tc.code, tc.first, stderr.String())
 			}
-			if tc.code == cli.ExitUsage && strings.TrimSpace(rest) != seeManual {
-				t.Errorf("after the mistake, want only %q, got:\n%s", seeManual, rest)
+			if see := cli.SeeManual("brokerstatus"); tc.code == cli.ExitUsage && rest != see+"\n" {
+				t.Errorf("after the mistake, want only %q, got:\n%s", see, rest)
 			}
 		})
 	}
 }
 
-// TestManual: -h prints the package comment (exit 0), and it names every
-// flag.
+// TestManual: -h prints the package comment on stdout (exit 0), and it
+// names every flag.
 func TestManual(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, &stdout, &stderr)
-	if cli.Code(err) != 0 || !strings.HasPrefix(stderr.String(), "Brokerstatus saves") || !strings.Contains(stderr.String(), "130  interrupted") {
-		t.Fatalf("-h: exit %d:\n%s", cli.Code(err), stderr.String())
+	for _, arg := range []string{"-h", "--help"} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), []string{arg}, func(string) string { return "" }, &stdout, &stderr)
+		if cli.Code(err) != 0 || stdout.String() != cli.Manual(doc) || stderr.Len() != 0 {
+			t.Fatalf("%s: exit %d, stderr %q, stdout:\n%s", arg, cli.Code(err), stderr.String(), stdout.String())
+		}
 	}
-	for _, name := range []string{"-node", "-o", "-watermark"} {
-		if !strings.Contains(stderr.String(), "\t"+name+" ") {
+	m := cli.Manual(doc)
+	if !strings.HasPrefix(m, "Brokerstatus saves") || !strings.Contains(m, "130  interrupted") {
+		t.Errorf("the manual:\n%s", m)
+	}
+	for _, name := range []string{"-node", "-o", "-watermark", "-json", "-version"} {
+		if !strings.Contains(m, "\t"+name+" ") {
 			t.Errorf("the manual does not describe %s", name)
 		}
+	}
+}
+
+// TestVersionAndTypo: -version names the program (exit 0); a mistyped flag
+// is two lines on stderr, the mistake and where the manual is (exit 2).
+func TestVersionAndTypo(t *testing.T) {
+	bin := brokertest.Binary(t, "eaimq/brokerstatus")
+	out, err := exec.Command(bin, "-version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "brokerstatus ") {
+		t.Errorf("-version: %v: %q", err, out)
+	}
+	cmd := exec.Command(bin, "-bogus")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	want := "flag provided but not defined: -bogus\nrun 'brokerstatus -h' for the manual\n"
+	if cmd.ProcessState.ExitCode() != 2 || stderr.String() != want || stdout.Len() != 0 {
+		t.Errorf("-bogus: %v, stderr %q, stdout %q; want exit 2 and %q", err, stderr.String(), stdout.String(), want)
 	}
 }
 

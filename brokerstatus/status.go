@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -8,104 +11,149 @@ import (
 	"strings"
 )
 
-// Status is what brokerstatus reads out of `rabbitmqctl status`.
+// Status is what brokerstatus reads out of `rabbitmqctl status --formatter
+// json`: the JSON, not the text, because the text prints the watermark in
+// gigabytes to four decimals (512MiB reads 0.5369 gb, and so do 536.9 MB
+// and a dozen sizes around it), while the JSON gives the setting exactly,
+// in bytes or as the fraction.
 type Status struct {
-	Node      string
 	Version   string
 	Watermark Watermark
-	Alarms    []string
+	Alarms    []Alarm
 }
 
-// Watermark is the "Memory high watermark setting:" line.
+// Watermark is the node's vm_memory_high_watermark setting.
 type Watermark struct {
-	Line       string  // the line as printed, for messages
-	Absolute   bool    // "0.5369 gb, ..." rather than "0.4 of available memory, ..."
-	Setting    float64 // gb (10^9 bytes) when absolute, the fraction when relative
-	ComputedGB float64
+	Absolute   bool    // {"absolute": bytes} rather than {"relative": fraction}
+	Bytes      int64   // the absolute setting, when Absolute
+	Fraction   float64 // the relative setting, when not
+	LimitBytes int64   // what the node computed the setting to (vm_memory_high_watermark_limit)
 }
 
-var (
-	ansi        = regexp.MustCompile("\x1b\\[[0-9;]*m")
-	reNode      = regexp.MustCompile(`(?m)^Status of node (\S+) \.\.\.`)
-	reVersion   = regexp.MustCompile(`(?m)^RabbitMQ version: (\S+)`)
-	reWatermark = regexp.MustCompile(`(?m)^Memory high watermark setting: (.*)$`)
-	reAbsolute  = regexp.MustCompile(`^([0-9.]+) gb, computed to: ([0-9.]+) gb$`)
-	reRelative  = regexp.MustCompile(`^([0-9.]+) of available memory, computed to: ([0-9.]+) gb$`)
-)
+// String is the setting as the summary shows it.
+func (w Watermark) String() string {
+	if w.Absolute {
+		return fmt.Sprintf("absolute %s (%d bytes)", FormatSize(w.Bytes), w.Bytes)
+	}
+	return fmt.Sprintf("relative %g of available memory, computed to %d bytes", w.Fraction, w.LimitBytes)
+}
 
-// ParseStatus reads the parts of rabbitmqctl status output that matter here.
-// It fails only when the watermark line is missing or unreadable, since that
-// is the one thing the check cannot do without.
-func ParseStatus(out string) (Status, error) {
-	text := ansi.ReplaceAllString(out, "")
-	var s Status
-	if m := reNode.FindStringSubmatch(text); m != nil {
-		s.Node = m[1]
+// Alarm is one entry of the status's "alarms", as RabbitMQ 3.10 prints it:
+// {"type": "resource_limit", "resource": "memory", "node": "rabbit@localhost"}.
+type Alarm struct {
+	Type     string `json:"type"`
+	Resource string `json:"resource,omitempty"`
+	Node     string `json:"node,omitempty"`
+}
+
+func (a Alarm) String() string {
+	if a.Type == "resource_limit" && a.Resource != "" {
+		return fmt.Sprintf("%s alarm on node %s", a.Resource, a.Node)
 	}
-	if m := reVersion.FindStringSubmatch(text); m != nil {
-		s.Version = m[1]
+	if a.Node != "" {
+		return fmt.Sprintf("%s on node %s", a.Type, a.Node)
 	}
-	m := reWatermark.FindStringSubmatch(text)
-	if m == nil {
-		return s, fmt.Errorf("no \"Memory high watermark setting:\" line in rabbitmqctl status output")
+	return a.Type
+}
+
+// ParseStatus reads rabbitmqctl status --formatter json. It fails when the
+// output is not one JSON object or its watermark setting is missing or
+// unreadable, since the check cannot do without it.
+func ParseStatus(out []byte) (Status, error) {
+	var raw struct {
+		Version string          `json:"rabbitmq_version"`
+		Setting json.RawMessage `json:"vm_memory_high_watermark_setting"`
+		Limit   json.Number     `json:"vm_memory_high_watermark_limit"`
+		Alarms  []Alarm         `json:"alarms"`
 	}
-	rest := strings.TrimSpace(m[1])
-	s.Watermark.Line = "Memory high watermark setting: " + rest
-	if a := reAbsolute.FindStringSubmatch(rest); a != nil {
-		s.Watermark.Absolute = true
-		s.Watermark.Setting, _ = strconv.ParseFloat(a[1], 64)
-		s.Watermark.ComputedGB, _ = strconv.ParseFloat(a[2], 64)
-	} else if r := reRelative.FindStringSubmatch(rest); r != nil {
-		s.Watermark.Setting, _ = strconv.ParseFloat(r[1], 64)
-		s.Watermark.ComputedGB, _ = strconv.ParseFloat(r[2], 64)
-	} else {
-		return s, fmt.Errorf("cannot read %q", s.Watermark.Line)
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return Status{}, fmt.Errorf("cannot read rabbitmqctl status --formatter json: %w", err)
 	}
-	s.Alarms = section(text, "Alarms")
+	s := Status{Version: raw.Version, Alarms: raw.Alarms}
+	if len(raw.Setting) == 0 || string(raw.Setting) == "null" {
+		return s, errors.New(`rabbitmqctl status --formatter json has no "vm_memory_high_watermark_setting"`)
+	}
+	w, err := parseSetting(raw.Setting)
+	if err != nil {
+		return s, fmt.Errorf("vm_memory_high_watermark_setting %s: %w", raw.Setting, err)
+	}
+	if raw.Limit != "" {
+		if w.LimitBytes, err = strconv.ParseInt(string(raw.Limit), 10, 64); err != nil {
+			return s, fmt.Errorf("vm_memory_high_watermark_limit %s: not a whole number of bytes", raw.Limit)
+		}
+	}
+	s.Watermark = w
 	return s, nil
 }
 
-// section returns the non-empty lines under a status heading, "(none)" left out.
-func section(text, heading string) []string {
-	lines := strings.Split(text, "\n")
-	var out []string
-	in := false
-	for _, l := range lines {
-		l = strings.TrimSpace(l)
-		if l == heading {
-			in = true
-			continue
-		}
-		if !in {
-			continue
-		}
-		if l == "" {
-			if len(out) > 0 {
-				break
-			}
-			continue
-		}
-		if l == "(none)" {
-			break
-		}
-		if !strings.Contains(l, " ") && len(out) == 0 { // the next heading: the section was empty
-			break
-		}
-		out = append(out, l)
+// parseSetting reads {"absolute": 536870912} or {"relative": 0.4}.
+// RabbitMQ 3.10 gives bytes even for vm_memory_high_watermark.absolute =
+// 512MiB in rabbitmq.conf (checked on a node started with it); should a
+// version pass the size on as written ("512MiB"), it is read with the
+// units RabbitMQ reads. A bare number is a relative setting, as RabbitMQ
+// keeps a fraction.
+func parseSetting(raw json.RawMessage) (Watermark, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return Watermark{}, err
 	}
-	return out
+	if n, ok := v.(json.Number); ok {
+		return relative(n)
+	}
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return Watermark{}, errors.New(`want {"absolute": bytes} or {"relative": fraction}`)
+	}
+	if val, ok := m["relative"]; ok {
+		n, ok := val.(json.Number)
+		if !ok {
+			return Watermark{}, errors.New("the relative setting is not a number")
+		}
+		return relative(n)
+	}
+	val, ok := m["absolute"]
+	if !ok {
+		return Watermark{}, errors.New(`want {"absolute": bytes} or {"relative": fraction}`)
+	}
+	var b int64
+	var err error
+	switch val := val.(type) {
+	case json.Number:
+		b, err = strconv.ParseInt(string(val), 10, 64)
+		if err != nil || b < 1 {
+			return Watermark{}, fmt.Errorf("the absolute setting %s is not a whole number of bytes", val)
+		}
+	case string:
+		if b, err = ParseSize(val); err != nil {
+			return Watermark{}, err
+		}
+	default:
+		return Watermark{}, errors.New("the absolute setting is neither a number nor a size")
+	}
+	return Watermark{Absolute: true, Bytes: b}, nil
 }
 
-// CheckWatermark says whether the setting is the absolute size wantBytes.
-// RabbitMQ prints gigabytes (10^9) to 4 decimals, so 512MiB reads 0.5369 gb;
-// the comparison is to that precision.
-func CheckWatermark(w Watermark, wantBytes int64) (ok bool, why string) {
-	wantGB := float64(wantBytes) / 1e9
-	if !w.Absolute {
-		return false, fmt.Sprintf("the memory watermark is relative (%g of available memory, computed to %.4f gb), not the absolute %.4f gb wanted", w.Setting, w.ComputedGB, wantGB)
+func relative(n json.Number) (Watermark, error) {
+	f, err := n.Float64()
+	if err != nil || f < 0 || math.IsInf(f, 0) {
+		return Watermark{}, fmt.Errorf("the relative setting %s is not a fraction", n)
 	}
-	if math.Abs(w.Setting-wantGB) > 0.00005 {
-		return false, fmt.Sprintf("the memory watermark is absolute %.4f gb, not the %.4f gb wanted", w.Setting, wantGB)
+	return Watermark{Fraction: f}, nil
+}
+
+// CheckWatermark says whether the setting is exactly the absolute size
+// wantBytes.
+func CheckWatermark(w Watermark, wantBytes int64) (ok bool, why string) {
+	want := fmt.Sprintf("%s (%d bytes)", FormatSize(wantBytes), wantBytes)
+	if !w.Absolute {
+		return false, fmt.Sprintf("the memory watermark is relative (%g of available memory, computed to %d bytes), not the absolute %s wanted", w.Fraction, w.LimitBytes, want)
+	}
+	if w.Bytes != wantBytes {
+		return false, fmt.Sprintf("the memory watermark is absolute %s (%d bytes), not the %s wanted", FormatSize(w.Bytes), w.Bytes, want)
 	}
 	return true, ""
 }
