@@ -9,6 +9,7 @@
 // Usage:
 //
 //	publish [flags] FILE...
+//	publish -h | -version
 //
 // FILE "-" reads one claim from standard input. Many files are published in
 // one connection with pipelined confirms (up to -window outstanding), not one
@@ -68,14 +69,45 @@
 //	-max-bytes n    largest claim file accepted, 1 to 134217728, RabbitMQ's
 //	                default largest message of 128 MiB (default 1048576)
 //	-keep-going     publish the valid files even if some are invalid
-//	-progress mode  auto (on a terminal), always or never (default auto)
+//	-progress mode  auto, always or never (default auto); see Output
+//	-json           print the summary as one JSON object (see Output)
+//	-h, -help       print this manual on stdout and exit 0
+//	-version        print the version (module, VCS revision, Go) and exit 0
 //
-// A value outside its range is a usage error (exit 2).
+// A value outside its range is a usage error (exit 2). Flags may be
+// written -flag or --flag; a mistake prints one line saying what is wrong,
+// then "run 'publish -h' for the manual", exit 2.
 //
-// Output: each failed claim gets one line on stderr with its file name and
-// reason; stdout gets a summary line (sent, returned, nacked, invalid,
-// changed, unconfirmed, not sent). Progress goes to stderr when it is a
-// terminal.
+// # Output
+//
+// Stdout gets one summary line, printed whenever the files were given
+// (whatever the outcome, exit 0 or not; not after a usage error), always
+// with the same fields in the same order:
+//
+//	publish: 3 sent, 0 returned, 0 nacked, 0 invalid, 0 changed, 0 unconfirmed, 0 not sent (78ms)
+//
+// Every file given is counted in exactly one of the seven; "not sent"
+// counts valid claims never published (a refused batch, no connection, a
+// signal). The time is the whole run's. Why something failed goes to
+// stderr: one line per failed claim with its file name and reason, then
+// one line saying what the exit status means, such as
+//
+//	publish: 1 of 2 file(s) are not valid claims: nothing published (-keep-going sends the valid ones)
+//
+// With -json the summary is one JSON object on one line instead, with the
+// same fields, the time in seconds, and every claim not sent, in the order
+// given ("guid" is "" when the file has none that can be used):
+//
+//	{"sent":1,"returned":0,"nacked":0,"invalid":1,"changed":0,
+//	 "unconfirmed":0,"not_sent":0,"seconds":0.021,
+//	 "failures":[{"file":"bad.json","guid":"","reason":"malformed JSON: ..."}]}
+//
+// Progress ("publish: 120/5000 confirmed") goes to stderr. With -progress
+// auto it is shown only when stderr is a terminal and there is more than
+// one claim, as one line rewritten in place (a carriage return, at most ten
+// times a second); -progress always shows it even for one claim, and when
+// stderr is not a terminal (a log file, a pipe) as plain lines instead, at
+// most one a second, and the final count; -progress never shows none.
 //
 // Environment:
 //
@@ -84,7 +116,7 @@
 //
 // Exit status (when several apply, the first in this list):
 //
-//	0    every claim was confirmed and routed
+//	0    every claim was confirmed and routed (and -h, -version)
 //	2    usage error (unknown flag, a value out of its range, no file,
 //	     an unusable EAI_AMQP_URL)
 //	69   the broker cannot be reached, or the connection died mid-run

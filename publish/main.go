@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -57,6 +59,7 @@ type options struct {
 	maxBytes  int64
 	keepGoing bool
 	progress  string
+	json      bool
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -68,18 +71,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs.Int64Var(&o.maxBytes, "max-bytes", 1<<20, fmt.Sprintf("largest claim file accepted, in `bytes`, 1 to %d (128 MiB, RabbitMQ's default limit)", maxMaxBytes))
 	fs.BoolVar(&o.keepGoing, "keep-going", false, "publish the valid files even if some are invalid")
 	fs.StringVar(&o.progress, "progress", "auto", "progress on stderr: `mode` auto (terminal only), always, never")
-	fs.Usage = func() {} // -h prints the manual; a mistake, one line
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stderr, cli.Manual(doc))
-		} else {
-			fmt.Fprintln(stderr, "publish: the manual: publish -h")
-		}
+	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON object")
+	if err := cli.Flags(fs, doc, args, stdout); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() == 0:
-		return cli.Usagef("no claim file given (publish -h shows the manual)")
+		return cli.Usagef("no claim file given")
 	case o.window < 1 || o.window > maxWindow:
 		return cli.Usagef("-window %d is out of range: 1 to %d", o.window, maxWindow)
 	case o.timeout < minTimeout || o.timeout > maxTimeout:
@@ -95,8 +93,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	return publish(ctx, fs.Args(), o, getenv, stdin, stdout, stderr)
 }
 
+// publish publishes files and prints the summary, whatever happened after
+// the flags were read: one shape every time, so that a script reads it the
+// same way after a refused batch, a failed connection or a clean run.
 func publish(ctx context.Context, files []string, o options, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	start := time.Now()
+	s := summary{Failures: []failure{}}
+	err := publishFiles(ctx, files, o, getenv, stdin, stderr, &s)
+	took := time.Since(start)
+	s.Seconds = math.Round(took.Seconds()*1e6) / 1e6
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		enc.Encode(s)
+	} else {
+		fmt.Fprintln(stdout, s.line(took))
+	}
+	return err
+}
+
+func publishFiles(ctx context.Context, files []string, o options, getenv func(string) string, stdin io.Reader, stderr io.Writer, s *summary) error {
 	// Connect while the files are read: the AMQP handshake is a few round
 	// trips of idle waiting, and reading a large batch is mostly syscalls.
 	// Nothing is published before every file has been checked.
@@ -107,36 +123,49 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 	// leave the first half sent and the rest not.
 	claims, reading, err := readClaims(ctx, files, stdin, o.maxBytes)
 	if err != nil {
-		fmt.Fprintf(stdout, "publish: 0 sent; interrupted before publishing, nothing published\n")
+		for _, f := range files {
+			s.add(notSent, f, "", "not published: interrupted while the files were read")
+		}
 		if len(reading) > 0 {
 			return cli.Exitf(cli.ExitInterrupted, "interrupted while reading %s: nothing published", names(reading))
 		}
 		return cli.Exitf(cli.ExitInterrupted, "interrupted while reading the files: nothing published")
 	}
 	results := make([]result, len(files))
-	invalid := 0
+	nInvalid := 0
 	for i, c := range claims {
 		if c.err != nil {
-			invalid++
+			nInvalid++
 			results[i] = result{outcome: notSent, reason: c.err.Error()}
 			fmt.Fprintf(stderr, "publish: %s: %v\n", c.name, c.err)
 		}
 	}
-	if invalid > 0 && !o.keepGoing {
-		fmt.Fprintf(stdout, "publish: 0 sent, %d invalid of %d; nothing published (-keep-going sends the valid ones)\n", invalid, len(files))
-		return cli.Exitf(cli.ExitDataErr, "%d of %d file(s) are not valid claims", invalid, len(files))
+	// notSentAll accounts for every claim before any is published.
+	notSentAll := func(why string) {
+		for _, c := range claims {
+			if c.err != nil {
+				s.add(invalid, c.name, c.guid, c.err.Error())
+			} else {
+				s.add(notSent, c.name, c.guid, why)
+			}
+		}
 	}
-	if invalid == len(files) {
-		fmt.Fprintf(stdout, "publish: 0 sent, %d invalid\n", invalid)
+	if nInvalid == len(files) {
+		notSentAll("") // every claim is invalid: no other reason is used
 		return cli.Exitf(cli.ExitDataErr, "no valid claim to publish")
+	}
+	if nInvalid > 0 && !o.keepGoing {
+		notSentAll("not published: the batch has files that are not valid claims (-keep-going sends the valid ones)")
+		return cli.Exitf(cli.ExitDataErr, "%d of %d file(s) are not valid claims: nothing published (-keep-going sends the valid ones)", nInvalid, len(files))
 	}
 
 	d, err := dial.wait(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintf(stdout, "publish: 0 sent; interrupted before publishing, nothing published\n")
+			notSentAll("not published: interrupted while connecting to the broker")
 			return cli.Exitf(cli.ExitInterrupted, "interrupted while connecting to the broker: nothing published")
 		}
+		notSentAll("not published: no connection to the broker")
 		return err
 	}
 	// A signal must end the run within a second even when a write to the
@@ -149,41 +178,40 @@ func publish(ctx context.Context, files []string, o options, getenv func(string)
 		})
 	})
 	defer watchdog()
-	prog := newProgress(stderr, o.progress, len(files)-invalid)
+	prog := newProgress(stderr, o.progress, len(files)-nInvalid)
 	sendErr := send(ctx, d.p, o, claims, results, prog.update)
 	prog.finish()
 
-	var n [notSent + 1]int
 	for i, r := range results {
-		if claims[i].err != nil {
+		c := &claims[i]
+		if c.err != nil {
+			s.add(invalid, c.name, c.guid, c.err.Error())
 			continue
 		}
-		n[r.outcome]++
+		s.add(r.outcome, c.name, c.guid, r.reason)
 		if r.outcome != sent {
-			fmt.Fprintf(stderr, "publish: %s (guid %q): %s\n", claims[i].name, claims[i].guid, r.reason)
+			fmt.Fprintf(stderr, "publish: %s (guid %q): %s\n", c.name, c.guid, r.reason)
 		}
 	}
-	fmt.Fprintf(stdout, "publish: %d sent, %d returned, %d nacked, %d invalid, %d changed, %d unconfirmed, %d not sent (%s)\n",
-		n[sent], n[returned], n[nacked], invalid, n[changed], n[unconfirmed], n[notSent], time.Since(start).Round(time.Millisecond))
 
 	switch {
-	case ctx.Err() != nil && n[unconfirmed] > 0:
-		return cli.Exitf(cli.ExitTempFail, "interrupted: %d claim(s) published but not confirmed: they may or may not be queued, and publishing them again is safe; %d not published", n[unconfirmed], n[notSent])
-	case ctx.Err() != nil && n[notSent] > 0:
-		return cli.Exitf(cli.ExitInterrupted, "interrupted: %d claim(s) sent and confirmed, %d not published", n[sent], n[notSent])
+	case ctx.Err() != nil && s.Unconfirmed > 0:
+		return cli.Exitf(cli.ExitTempFail, "interrupted: %d claim(s) published but not confirmed: they may or may not be queued, and publishing them again is safe; %d not published", s.Unconfirmed, s.NotSent)
+	case ctx.Err() != nil && s.NotSent > 0:
+		return cli.Exitf(cli.ExitInterrupted, "interrupted: %d claim(s) sent and confirmed, %d not published", s.Sent, s.NotSent)
 	case errors.Is(sendErr, confirm.ErrTimeout):
 		if why := d.blockedReason(); why != "" {
 			sendErr = fmt.Errorf("%w: the broker is blocking publishers (%s): a memory or disk alarm; brokerstatus shows it", sendErr, why)
 		}
-		return cli.Exit(cli.ExitTempFail, fmt.Errorf("%w: %d claim(s) may or may not be queued; publishing them again is safe", sendErr, n[unconfirmed]))
+		return cli.Exit(cli.ExitTempFail, fmt.Errorf("%w: %d claim(s) may or may not be queued; publishing them again is safe", sendErr, s.Unconfirmed))
 	case sendErr != nil:
 		return cli.Exit(cli.ExitUnavailable, sendErr)
-	case n[nacked] > 0:
-		return cli.Exitf(exitNacked, "%d claim(s) nacked by the broker", n[nacked])
-	case n[returned] > 0:
-		return cli.Exitf(exitReturned, "%d claim(s) returned as unroutable", n[returned])
-	case invalid > 0 || n[changed] > 0:
-		return cli.Exitf(cli.ExitDataErr, "%d file(s) were not valid claims and %d changed before sending; they were not sent", invalid, n[changed])
+	case s.Nacked > 0:
+		return cli.Exitf(exitNacked, "%d claim(s) nacked by the broker", s.Nacked)
+	case s.Returned > 0:
+		return cli.Exitf(exitReturned, "%d claim(s) returned as unroutable", s.Returned)
+	case s.Invalid > 0 || s.Changed > 0:
+		return cli.Exitf(cli.ExitDataErr, "%d file(s) were not valid claims and %d changed before sending; they were not sent", s.Invalid, s.Changed)
 	}
 	return nil
 }

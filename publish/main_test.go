@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -283,10 +287,182 @@ func TestBulkThousandArriveOnce(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), []string{arg}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+		if cli.Code(err) != 0 || out.String() != cli.Manual(doc) || errb.Len() != 0 {
+			t.Errorf("%s: exit %d, stderr %q, stdout:\n%s", arg, cli.Code(err), errb.String(), out.String())
+		}
+	}
+	if m := cli.Manual(doc); !brokertest.ContainsAll(m, "Usage:", "Exit status", "1 to 10000", "134217728", "130", "byte-exact", "lone surrogate",
+		"\t-json ", "\t-version ", "\t-progress mode ", `"not_sent"`, `"failures"`) {
+		t.Errorf("the manual:\n%s", m)
+	}
+}
+
+// TestVersionAndTypo runs the binary: -version names the program (exit 0);
+// a mistyped flag is two lines on stderr and nothing on stdout (exit 2).
+func TestVersionAndTypo(t *testing.T) {
+	bin := brokertest.Binary(t, "eaimq/publish")
+	out, err := exec.Command(bin, "-version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "publish eaimq ") {
+		t.Errorf("-version: %v: %q", err, out)
+	}
+	cmd := exec.Command(bin, "-bogus", "c.json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	want := "flag provided but not defined: -bogus\nrun 'publish -h' for the manual\n"
+	if cmd.ProcessState.ExitCode() != 2 || stderr.String() != want || stdout.Len() != 0 {
+		t.Errorf("-bogus: %v, stderr %q, stdout %q; want exit 2 and %q", err, stderr.String(), stdout.String(), want)
+	}
+	// A usage mistake found after the flags: also the mistake, then the
+	// pointer to the manual, once.
+	cmd = exec.Command(bin)
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	cmd.Run()
+	if want := "publish: no claim file given\nrun 'publish -h' for the manual\n"; cmd.ProcessState.ExitCode() != 2 || stderr.String() != want {
+		t.Errorf("no file: exit %d, stderr %q; want 2, %q", cmd.ProcessState.ExitCode(), stderr.String(), want)
+	}
+}
+
+// summaryLine is the whole of stdout, whatever the outcome.
+var summaryLine = regexp.MustCompile(`^publish: (\d+) sent, (\d+) returned, (\d+) nacked, (\d+) invalid, (\d+) changed, (\d+) unconfirmed, (\d+) not sent \(\d[0-9.]*(ns|µs|ms|s)\)\n$`)
+
+// TestSummaryShape: a refused batch, an all-invalid batch, a mixed
+// -keep-going batch, a clean batch and a batch with no broker print the
+// same line, counts in the same places; -json prints one object with the
+// same counts and the claims not sent.
+func TestSummaryShape(t *testing.T) {
+	vh := brokertest.New(t)
+	vh.Topology(t)
+	dir := t.TempDir()
+	good1 := writeClaim(t, dir, "good1.json", `{"guid":"shape-1"}`)
+	good2 := writeClaim(t, dir, "good2.json", `{"guid":"shape-2"}`)
+	bad := writeClaim(t, dir, "bad.json", `not json`)
+	noGuid := writeClaim(t, dir, "noguid.json", `{"claimId":"C-1"}`)
+	type counts struct{ sent, invalid, notSent int }
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		want     counts
+		failures []string // files, in order
+	}{
+		{"all invalid", []string{bad, noGuid}, cli.ExitDataErr, counts{0, 2, 0}, []string{bad, noGuid}},
+		{"refused batch", []string{good1, bad}, cli.ExitDataErr, counts{0, 1, 1}, []string{good1, bad}},
+		{"mixed -keep-going", []string{"-keep-going", good1, bad, good2}, cli.ExitDataErr, counts{2, 1, 0}, []string{bad}},
+		{"clean", []string{good1, good2}, 0, counts{2, 0, 0}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runPublish(t, vh, "", tc.args...)
+			m := summaryLine.FindStringSubmatch(r.stdout)
+			if r.code != tc.code || m == nil {
+				t.Fatalf("exit %d (want %d), stdout %q does not match %s\nstderr: %s", r.code, tc.code, r.stdout, summaryLine, r.stderr)
+			}
+			if got := (counts{atoi(t, m[1]), atoi(t, m[4]), atoi(t, m[7])}); got != tc.want {
+				t.Errorf("sent, invalid, not sent = %v, want %v: %s", got, tc.want, r.stdout)
+			}
+
+			r = runPublish(t, vh, "", append([]string{"-json"}, tc.args...)...)
+			var s summary
+			dec := json.NewDecoder(strings.NewReader(r.stdout))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&s); err != nil || dec.More() || strings.Count(r.stdout, "\n") != 1 {
+				t.Fatalf("-json: not one object on one line (%v): %q", err, r.stdout)
+			}
+			if r.code != tc.code || (counts{s.Sent, s.Invalid, s.NotSent}) != tc.want || s.Returned+s.Nacked+s.Changed+s.Unconfirmed != 0 || s.Seconds <= 0 {
+				t.Errorf("-json: exit %d, %+v; want %d, %v", r.code, s, tc.code, tc.want)
+			}
+			var files []string
+			for _, f := range s.Failures {
+				files = append(files, f.File)
+				if f.Reason == "" {
+					t.Errorf("-json: failure without a reason: %+v", f)
+				}
+			}
+			if strings.Join(files, ",") != strings.Join(tc.failures, ",") || s.Failures == nil {
+				t.Errorf("-json: failures %+v, want the files %q", s.Failures, tc.failures)
+			}
+		})
+	}
+	vh.Drain(t, topo.Queue)
+
+	// No broker: the same line, every valid claim not sent.
 	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
-	if cli.Code(err) != 0 || !brokertest.ContainsAll(errb.String(), "Usage:", "Exit status", "1 to 10000", "134217728", "130", "byte-exact", "lone surrogate") {
-		t.Errorf("-h: %v\n%s", err, errb.String())
+	getenv := func(k string) string { return map[string]string{"EAI_AMQP_URL": "amqp://guest:pw@127.0.0.1:1/v"}[k] }
+	err := run(context.Background(), []string{"-keep-going", good1, bad}, getenv, strings.NewReader(""), &out, &errb)
+	if m := summaryLine.FindStringSubmatch(out.String()); cli.Code(err) != cli.ExitUnavailable || m == nil || m[1] != "0" || m[4] != "1" || m[7] != "1" {
+		t.Errorf("no broker: exit %d, stdout %q", cli.Code(err), out.String())
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestProgressAlwaysToAPipe: -progress always with stderr a pipe (a log)
+// writes plain lines, never a carriage return, and ends with the count.
+func TestProgressAlwaysToAPipe(t *testing.T) {
+	vh := brokertest.New(t)
+	vh.Topology(t)
+	dir := t.TempDir()
+	var files []string
+	for i := range 20 {
+		files = append(files, writeClaim(t, dir, fmt.Sprintf("p%02d.json", i), fmt.Sprintf(`{"guid":"progress-%02d"}`, i)))
+	}
+	cmd := exec.Command(brokertest.Binary(t, "eaimq/publish"), append([]string{"-progress", "always"}, files...)...)
+	cmd.Env = append(os.Environ(), "EAI_AMQP_URL="+vh.URL)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %s%s", err, stdout.String(), stderr.String())
+	}
+	if strings.Contains(stderr.String(), "\r") || !strings.HasSuffix(stderr.String(), "publish: 20/20 confirmed\n") {
+		t.Errorf("stderr %q: want plain lines ending with the count", stderr.String())
+	}
+}
+
+// TestProgressLines: on a terminal one line rewritten with \r; elsewhere,
+// with always, plain lines at most one a second; auto off a terminal and
+// never write nothing.
+func TestProgressLines(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		tty  bool
+		want string
+	}{
+		{"always", false, "publish: 1/3 confirmed\npublish: 3/3 confirmed\n"},
+		{"always", true, "\rpublish: 1/3 confirmed\rpublish: 3/3 confirmed\n"},
+		{"auto", true, "\rpublish: 1/3 confirmed\rpublish: 3/3 confirmed\n"},
+		{"auto", false, ""},
+		{"never", true, ""},
+	} {
+		var b bytes.Buffer
+		p := makeProgress(&b, tc.mode, 3, tc.tty)
+		p.update(1)
+		p.update(2) // too soon after the first, either way
+		p.update(3)
+		p.finish()
+		if b.String() != tc.want {
+			t.Errorf("%s, terminal %v: %q, want %q", tc.mode, tc.tty, b.String(), tc.want)
+		}
+	}
+	var b bytes.Buffer
+	if f, err := os.Open(os.DevNull); err == nil {
+		defer f.Close()
+		if isTerminal(f) {
+			t.Errorf("%s is taken for a terminal", os.DevNull)
+		}
+	}
+	if isTerminal(&b) {
+		t.Error("a buffer is taken for a terminal")
 	}
 }
 

@@ -4,43 +4,92 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
-// progress shows "n/total confirmed" on stderr, at most ten times a second,
-// and only on a terminal unless asked: a log file should not fill with
-// carriage returns.
+// progress shows "publish: n/total confirmed" on stderr. On a terminal it
+// is one line rewritten in place with a carriage return, at most ten times
+// a second. Anywhere else (a log file, a pipe) a carriage return would
+// pile every update onto one line of the log, so -progress always writes
+// plain lines there instead, at most one a second; -progress auto shows
+// nothing off a terminal.
 type progress struct {
 	w     io.Writer
 	total int
 	on    bool
+	tty   bool
+	every time.Duration
 	last  time.Time
 	done  int
+	shown int // done as last written, -1 for nothing yet
 }
 
 func newProgress(w io.Writer, mode string, total int) *progress {
-	on := mode == "always"
-	if mode == "auto" && total > 1 {
-		if f, ok := w.(*os.File); ok {
-			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-				on = true
-			}
-		}
+	return makeProgress(w, mode, total, isTerminal(w))
+}
+
+func makeProgress(w io.Writer, mode string, total int, tty bool) *progress {
+	p := &progress{w: w, total: total, tty: tty, every: time.Second, shown: -1}
+	switch mode {
+	case "always":
+		p.on = true
+	case "auto":
+		p.on = tty && total > 1
 	}
-	return &progress{w: w, total: total, on: on}
+	if tty {
+		p.every = 100 * time.Millisecond
+	}
+	return p
 }
 
 func (p *progress) update(done int) {
 	p.done = done
-	if !p.on || time.Since(p.last) < 100*time.Millisecond {
+	if !p.on || time.Since(p.last) < p.every {
 		return
 	}
 	p.last = time.Now()
-	fmt.Fprintf(p.w, "\rpublish: %d/%d confirmed", done, p.total)
+	p.write()
 }
 
-func (p *progress) finish() {
-	if p.on {
-		fmt.Fprintf(p.w, "\rpublish: %d/%d confirmed\n", p.done, p.total)
+func (p *progress) write() {
+	p.shown = p.done
+	if p.tty {
+		fmt.Fprintf(p.w, "\rpublish: %d/%d confirmed", p.done, p.total)
+	} else {
+		fmt.Fprintf(p.w, "publish: %d/%d confirmed\n", p.done, p.total)
 	}
+}
+
+// finish writes the final count (unless a plain line said it already) and
+// ends the terminal's line.
+func (p *progress) finish() {
+	switch {
+	case !p.on:
+	case p.tty:
+		p.write()
+		fmt.Fprintln(p.w)
+	case p.shown != p.done:
+		p.write()
+	}
+}
+
+// isTerminal: w is a terminal, not merely a character device (as
+// /dev/null is). It asks the terminal driver, as isatty(3) does.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var errno syscall.Errno
+	rc.Control(func(fd uintptr) {
+		var t syscall.Termios
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	})
+	return errno == 0
 }

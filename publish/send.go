@@ -23,6 +23,7 @@ const (
 	changed             // valid when checked, different (or gone) when read again to send: not sent
 	unconfirmed         // published, but no confirm came: it may or may not be queued
 	notSent             // never published (the run stopped first)
+	invalid             // failed the check before anything was published: never sent
 )
 
 // result is what happened to one claim.
