@@ -5,7 +5,8 @@
 // Usage:
 //
 //	claimsys [-addr 127.0.0.1:9202] [-delay 0] [-force-status 0] [-flap]
-//	claimsys -stats [-addr 127.0.0.1:9202]
+//	claimsys -stats [-json] [-addr 127.0.0.1:9202]
+//	claimsys -h | -version
 //
 // Flags:
 //
@@ -22,6 +23,28 @@
 //	                  its counts and print one line per claim (guid, calls,
 //	                  201s, last status), then the totals, for scripts and
 //	                  people without curl and jq
+//	-json             with -stats: print the body of GET /_stats as it
+//	                  came (one JSON object, see below) instead; without
+//	                  -stats it is a usage error
+//	-h, -help         print this manual on stdout and exit 0
+//	-version          print the version (module, VCS revision, Go) and
+//	                  exit 0
+//
+// Flags may be written -flag or --flag; a mistake prints one line saying
+// what is wrong, then "run 'claimsys -h' for the manual", exit 2.
+//
+// Output: serving, one line on stdout once it listens, with the address
+// (the port picked, for -addr host:0):
+//
+//	claimsys: listening on http://127.0.0.1:9202 (POST /v1/claims, ...)
+//
+// -stats prints, sorted by guid, "GUID CALLS ACCEPTED LAST_STATUS" (the
+// calls for that guid, how many were answered 201, the status of the last
+// answer), then one line of totals:
+//
+//	g-1 1 1 201
+//	g-2 1 0 422
+//	# total 2, max concurrency 1, idempotency-key repeats 0
 //
 // Endpoints:
 //
@@ -65,8 +88,10 @@
 // Exit status:
 //
 //	0   stopped by SIGINT or SIGTERM (held calls are released and answered
-//	    first), or -stats printed
-//	1   it cannot listen on -addr (in use, not this machine's address)
-//	2   usage error: an unknown flag, a value out of range, an argument
+//	    first), -stats printed, or -h or -version
+//	1   it cannot listen on -addr (in use, not this machine's address);
+//	    -stats: what answers at -addr is not a claimsys (not 200 and JSON)
+//	2   usage error: an unknown flag, a value out of range, an argument,
+//	    -json without -stats
 //	69  -stats: no claimsys answers at -addr
 package main

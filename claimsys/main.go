@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -27,8 +28,6 @@ import (
 //go:embed doc.go
 var doc string
 
-const seeManual = "run 'claimsys -h' for the manual"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -40,27 +39,23 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("claimsys", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	// The flag package prints a parse error itself, then calls Usage:
-	// after a mistake one line says where the manual is; -h prints it.
-	fs.Usage = func() {}
 	addr := fs.String("addr", "127.0.0.1:9202", "listen `address`")
 	delay := fs.Duration("delay", 0, "`delay` before answering each claim")
 	force := fs.Int("force-status", 0, "answer every claim with this `status` (0: the fixture's rules)")
 	flap := fs.Bool("flap", false, "alternate 503 and 201 on every call")
 	stats := fs.Bool("stats", false, "print the counts of the claimsys running at -addr, and exit")
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stderr, cli.Manual(doc))
-		} else {
-			fmt.Fprintln(stderr, seeManual)
-		}
+	asJSON := fs.Bool("json", false, "with -stats: print GET /_stats as it came, JSON")
+	if err := cli.Flags(fs, doc, args, stdout); err != nil {
 		return err
 	}
 	if err := checkFlags(fs, *addr, *delay, *force); err != nil {
-		return cli.Usagef("%v\n%s", err, seeManual)
+		return cli.Usagef("%v", err)
+	}
+	if *asJSON && !*stats {
+		return cli.Usagef("-json goes with -stats")
 	}
 	if *stats {
-		return printStats(ctx, *addr, stdout)
+		return printStats(ctx, *addr, *asJSON, stdout)
 	}
 	srv := claimsys.New()
 	ms := int(delay.Milliseconds())
@@ -109,7 +104,9 @@ func checkFlags(fs *flag.FlagSet, addr string, delay time.Duration, force int) e
 	return nil
 }
 
-func printStats(ctx context.Context, addr string, w io.Writer) error {
+// printStats prints the counts of the claimsys at addr: one line per claim
+// and the totals, or with raw the body of GET /_stats itself.
+func printStats(ctx context.Context, addr string, raw bool, w io.Writer) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/_stats", nil)
 	if err != nil {
 		return cli.Exit(cli.ExitUsage, err)
@@ -119,9 +116,23 @@ func printStats(ctx context.Context, addr string, w io.Writer) error {
 		return cli.Exit(cli.ExitUnavailable, fmt.Errorf("no claimsys answers at %s: %w", addr, err))
 	}
 	defer resp.Body.Close()
-	var st claimsys.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
 		return fmt.Errorf("read stats from %s: %w", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("read stats from %s: GET /_stats answered %s", addr, resp.Status)
+	}
+	var st claimsys.Stats
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("read stats from %s: %w", addr, err)
+	}
+	if raw {
+		// The body as it came, so that a field this program does not
+		// know is there too; only the newline a line-reader wants added.
+		body = bytes.TrimRight(body, "\n")
+		_, err := fmt.Fprintf(w, "%s\n", body)
+		return err
 	}
 	guids := make([]string, 0, len(st.ByGuid))
 	for g := range st.ByGuid {

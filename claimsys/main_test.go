@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -38,6 +39,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-addr", "127.0.0.1:http"}, `claimsys: -addr "127.0.0.1:http": the port must be a number`},
 		{[]string{"-dleay", "1s"}, "flag provided but not defined: -dleay"},
 		{[]string{"-flap", "extra"}, `claimsys: unexpected argument "extra"`},
+		{[]string{"-json"}, "claimsys: -json goes with -stats"},
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cmd := exec.Command(bin, tc.args...)
@@ -52,8 +55,8 @@ func TestBadInput(t *testing.T) {
 			if ee.ExitCode() != 2 || !strings.HasPrefix(first, tc.first) {
 				t.Errorf("exit %d, first line %q; want 2, %q", ee.ExitCode(), first, tc.first)
 			}
-			if strings.TrimSpace(rest) != seeManual {
-				t.Errorf("after the mistake, want only %q, got:\n%s", seeManual, rest)
+			if see := cli.SeeManual("claimsys"); rest != see+"\n" {
+				t.Errorf("after the mistake, want only %q, got:\n%s", see, rest)
 			}
 		})
 	}
@@ -64,15 +67,15 @@ func TestBadInput(t *testing.T) {
 func TestManual(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"-h"}, &stdout, &stderr)
-	if cli.Code(err) != 0 {
-		t.Fatalf("-h: exit %d", cli.Code(err))
+	if cli.Code(err) != 0 || stdout.String() != cli.Manual(doc) || stderr.Len() != 0 {
+		t.Fatalf("-h: exit %d, stderr %q, stdout:\n%s", cli.Code(err), stderr.String(), stdout.String())
 	}
-	m := stderr.String()
+	m := stdout.String()
 	if !strings.HasPrefix(m, "Claimsys runs the stand-in") || strings.Contains(m, "package main") {
 		t.Errorf("-h does not print the package comment:\n%s", m)
 	}
 	for _, want := range []string{
-		"-addr", "-delay", "-force-status", "-flap", "-stats",
+		"-addr", "-delay", "-force-status", "-flap", "-stats", "-json", "-version",
 		"POST /v1/claims", "GET  /_stats", "POST /_control", "GET  /healthz",
 		"To get a 422", "To get a 503", `"delay_ms"`, `"force_status"`, `"flap"`, `"honour_idempotency_key"`,
 		`"hold_after"`, `"release"`, `"reset"`, "Exit status", "69  -stats",
@@ -80,6 +83,65 @@ func TestManual(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("the manual lacks %q", want)
 		}
+	}
+}
+
+// TestVersion: -version names the program, on stdout, exit 0.
+func TestVersion(t *testing.T) {
+	out, err := exec.Command(brokertest.Binary(t, "eaimq/claimsys"), "-version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "claimsys eaimq ") {
+		t.Errorf("-version: %v: %q", err, out)
+	}
+}
+
+// TestStats: -stats prints a line per claim and the totals; -stats -json
+// prints the body of GET /_stats as it came.
+func TestStats(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr brokertest.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &stdout, &stderr) }()
+	defer func() { cancel(); <-done }()
+	var addr string
+	re := regexp.MustCompile(`listening on http://(\S+)`)
+	brokertest.Eventually(t, 10*time.Second, "claimsys listening", func() bool {
+		m := re.FindStringSubmatch(stdout.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	})
+	for _, body := range []string{`{"guid":"g-1","claimId":"C-1","docs":["r.pdf"]}`, `{"guid":"g-2","claimId":"C-2","docs":[]}`} {
+		resp, err := http.Post("http://"+addr+"/v1/claims", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	stats := func(args ...string) string {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), append([]string{"-stats", "-addr", addr}, args...), &out, &errb); err != nil {
+			t.Fatalf("-stats %q: %v %s", args, err, errb.String())
+		}
+		return out.String()
+	}
+	if got, want := stats(), "g-1 1 1 201\ng-2 1 0 422\n# total 2, max concurrency 1, idempotency-key repeats 0\n"; got != want {
+		t.Errorf("-stats:\n%s\nwant:\n%s", got, want)
+	}
+	got := stats("-json")
+	resp, err := http.Get("http://" + addr + "/_stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got != strings.TrimRight(string(raw), "\n")+"\n" || strings.Count(got, "\n") != 1 {
+		t.Errorf("-stats -json is not the body of /_stats:\n%s\nwant:\n%s", got, raw)
+	}
+	var st claimsys.Stats
+	if err := json.Unmarshal([]byte(got), &st); err != nil || st.Total != 2 || st.ByGuid["g-1"] != 1 || st.Accepted["g-1"] != 1 || st.LastStatus["g-2"] != 422 {
+		t.Errorf("-stats -json: %v %+v", err, st)
 	}
 }
 
