@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -52,11 +53,50 @@ func (s *stats) dead() int64 {
 	return n
 }
 
-// summary is the line on stdout at exit: what a person or a script reads.
-func (s *stats) summary(w io.Writer, elapsed time.Duration) {
+// summary is what the run did, counted once and printed as text or JSON
+// from the same numbers.
+type summary struct {
+	Received     int64   `json:"received"`
+	Delivered    int64   `json:"delivered"`
+	Duplicates   int64   `json:"duplicates"`
+	Requeued     int64   `json:"requeued"`
+	DeadLettered int64   `json:"dead_lettered"` // the five below together
+	Rejected     int64   `json:"rejected"`
+	FailedTwice  int64   `json:"failed_twice"`
+	NoID         int64   `json:"no_id"`
+	Unexpected   int64   `json:"unexpected_status"`
+	Unsendable   int64   `json:"unsendable"`
+	Errors       int64   `json:"errors"` // decided but not acted on
+	Seconds      float64 `json:"seconds"`
+}
+
+func (s *stats) summary(elapsed time.Duration) summary {
+	return summary{
+		Received:     s.received.Load(),
+		Delivered:    s.n(store.OutDelivered),
+		Duplicates:   s.n(store.OutDuplicate),
+		Requeued:     s.n(store.OutRetry),
+		DeadLettered: s.dead(),
+		Rejected:     s.n(store.OutRejected),
+		FailedTwice:  s.n(store.OutFailed),
+		NoID:         s.n(store.OutNoID),
+		Unexpected:   s.n(store.OutUnexpected),
+		Unsendable:   s.n(store.OutUnsendable),
+		Errors:       s.ackErrors.Load(),
+		Seconds:      elapsed.Round(time.Millisecond).Seconds(),
+	}
+}
+
+// writeText is the line on stdout at exit: what a person or a script reads.
+func (m summary) writeText(w io.Writer) {
 	fmt.Fprintf(w, "consumer: %d received: %d delivered, %d duplicates skipped, %d requeued, %d dead-lettered "+
 		"(%d rejected by the claim system, %d failed twice, %d without id, %d unexpected status, %d unsendable), %d errors; %.1fs\n",
-		s.received.Load(), s.n(store.OutDelivered), s.n(store.OutDuplicate), s.n(store.OutRetry), s.dead(),
-		s.n(store.OutRejected), s.n(store.OutFailed), s.n(store.OutNoID), s.n(store.OutUnexpected), s.n(store.OutUnsendable),
-		s.ackErrors.Load(), elapsed.Seconds())
+		m.Received, m.Delivered, m.Duplicates, m.Requeued, m.DeadLettered,
+		m.Rejected, m.FailedTwice, m.NoID, m.Unexpected, m.Unsendable, m.Errors, m.Seconds)
+}
+
+// writeJSON is the same summary as one JSON object on one line (-json).
+func (m summary) writeJSON(w io.Writer) {
+	b, _ := json.Marshal(m) // plain numbers: cannot fail
+	w.Write(append(b, '\n'))
 }

@@ -1,0 +1,147 @@
+// Consumer moves claims from RabbitMQ's claim.in to the partner's claim
+// system so that none is lost and none is processed twice.
+//
+// It is the drop-in for the lab's consumer.py and takes the same arguments:
+//
+//	consumer --claim URL --max-seconds N [--prefetch P]
+//
+// Usage:
+//
+//	consumer --claim URL [--max-seconds N] [--prefetch P] [flags]
+//	consumer -h | -version
+//
+// Each delivery's body is POSTed unchanged to URL/v1/claims (a trailing slash
+// or a URL already ending in /v1/claims works too) with its content type
+// (application/json when it has none) and an Idempotency-Key header equal to
+// the message_id. Deliveries are acked manually, never automatically, and
+// only after their outcome is recorded:
+//
+//	partner answer        what the consumer does
+//	201                   record the message_id as processed, then ack
+//	                      (only 201 means delivered; --accept-status widens it)
+//	another 2xx           reject(requeue=false): dead-lettered, reason
+//	                      "unexpected 200: not a creation" (a proxy's or a
+//	                      health page's 200 is never recorded as delivered)
+//	422 and other 4xx     reject(requeue=false): dead-lettered via eai.dlx
+//	  (not 408, 429)      to claim.dead; requeueing would loop forever
+//	5xx, 408, 429,        transient: nack(requeue=true) once; when the
+//	no answer (refused,   redelivered copy fails again, reject(requeue=false)
+//	reset, timeout)
+//	1xx, 3xx              unexpected: the transient rule, so never a loop
+//	                      (a redirect is an answer, never followed)
+//	(no call: the         ack without calling the partner
+//	message_id is
+//	processed already)
+//
+// Before every reject it checks that the dead-letter route (eai.dlx, the
+// binding, claim.dead) exists, since the broker drops a rejected message in
+// silence when it does not. If claim.dead was deleted, nothing is rejected:
+// the consumer stops with exit 78, the claim stays in claim.in with its
+// decision on record, and after topology runs again the redelivered copy is
+// dead-lettered without another call. A redelivered copy whose dead-letter
+// decision is on record (the reject was lost with a connection) is likewise
+// rejected again without a call.
+//
+// A claim that cannot be sent (its message_id or content type is not a
+// valid HTTP header value) is dead-lettered at once with the reason
+// "unsendable", without a call and without using its retry.
+//
+// "Fails again" needs both signals: the delivery is redelivered AND an
+// earlier failure of this copy is on record. A copy redelivered because a
+// consumer died before calling the partner keeps its retry; a fresh copy
+// (not redelivered) is a first delivery even if older copies failed.
+//
+// Dedup: processed message_ids live in SQLite (EAI_MQ_DB). A delivery whose
+// id is recorded is acked without calling the partner, across restarts. The
+// lab's own processed.db (consumer.py's processed table) is adopted: every
+// message_id in it counts as delivered. EAI_MQ_DB may be a symbolic link;
+// a device or a directory is refused. Two copies of one id in flight at once
+// (in this process, or in two consumers sharing the file) never reach the
+// partner together: the second waits for the first's outcome. A message
+// without message_id uses the body's guid (the exact-case "guid" member,
+// byte-exact, as publish reads it); with neither it is dead-lettered and the
+// reason recorded. The same file keeps an attempt log (status, error or
+// answer excerpt, time): the record of why a claim went to the dead-letter
+// queue, which `dlq` shows.
+//
+// Up to P deliveries are processed at once (--prefetch sets basic.qos before
+// consuming, so never more than P are unacked). At --max-seconds, on SIGINT
+// or on SIGTERM it stops taking deliveries, lets the calls in flight finish
+// (bounded by --http-timeout), records and acks them, and exits 0 with a
+// summary on stdout. A second signal exits at once; anything unacked goes
+// back to the queue. If the broker connection drops, it reconnects with
+// backoff until the deadline. The first connection is not cut short by
+// --max-seconds (only by a signal or its 10-second timeout), so that a
+// refusal says why.
+//
+// Flags (-flag and --flag are the same):
+//
+//	--claim URL           the claim system (required; http or https, port 1-65535)
+//	--max-seconds N       run time in seconds, fractions allowed, 0 to 31536000
+//	                      (default 0: until a signal)
+//	--prefetch P          deliveries unacked and in flight at once, 1 to 65535
+//	                      (default 5)
+//	--http-timeout d      longest partner call, 1ms to 1h (default 10s, far
+//	                      below the broker's 30-minute consumer_timeout)
+//	--accept-status LIST  the statuses that mean delivered, comma-separated,
+//	                      2xx only (default 201)
+//	--sync full|normal    SQLite durability of a record before its ack
+//	                      (default full: survives power loss; normal survives
+//	                      a crash of the process)
+//	--log-level level     debug, info (one line per claim), warn, error
+//	                      (default info)
+//	--json                the summary as one JSON object (see Output)
+//	-h, --help            print this manual on stdout and exit 0
+//	--version             print the version on stdout and exit 0
+//
+// Environment:
+//
+//	EAI_AMQP_URL   broker address (default amqp://guest:guest@127.0.0.1:5672/%2F);
+//	               amqps:// speaks TLS 1.2 or later and checks the broker's
+//	               certificate against the URL's host name
+//	EAI_AMQP_CA    PEM file of the CA that signs the broker's certificate
+//	               (default: the system's roots)
+//	EAI_AMQP_CERT  PEM client certificate and its key, for a broker that
+//	EAI_AMQP_KEY   asks for one
+//	EAI_MQ_DB      dedup store (default /root/eaimw/mq/processed.db; created
+//	               with its directory, mode 0600)
+//
+// Output: one log line per claim on stderr (message_id, claimId, outcome,
+// reason, status, latency), and the warnings; on stdout, at exit, one
+// summary line:
+//
+//	consumer: 19 received: 10 delivered, 0 duplicates skipped, 3 requeued,
+//	6 dead-lettered (3 rejected by the claim system, 3 failed twice,
+//	0 without id, 0 unexpected status, 0 unsendable), 0 errors; 2.4s
+//
+// (one line, wrapped here). With --json the summary is one JSON object on
+// one line instead, with the same counts:
+//
+//	{"received":19,"delivered":10,"duplicates":0,"requeued":3,
+//	 "dead_lettered":6,"rejected":3,"failed_twice":3,"no_id":0,
+//	 "unexpected_status":0,"unsendable":0,"errors":0,"seconds":2.4}
+//
+// dead_lettered is the sum of rejected, failed_twice, no_id,
+// unexpected_status and unsendable; errors counts claims whose outcome was
+// decided but not carried out (the connection was gone, the dedup store
+// failed, or the dead-letter route was missing), which come back to
+// claim.in. A run that never consumed (the broker or claim.in was not
+// there, or a signal came before the first connection was open) prints no
+// summary at all.
+//
+// Exit status:
+//
+//	0    ran until --max-seconds or a signal, and drained
+//	2    usage error (a bad --claim URL or a flag out of its range included),
+//	     or an EAI_AMQP_URL that cannot be used (unparsable, port out of range)
+//	69   the broker cannot be reached (at start, or still not at the end)
+//	74   the dedup store cannot be opened or written (the claim in hand is
+//	     left unacked and comes back)
+//	77   the broker refused the user or password
+//	78   claim.in does not exist (run topology first), or rejecting a claim
+//	     would drop it rather than dead-letter it: claim.in lacks the
+//	     x-dead-letter-* arguments, or eai.dlx, claim.dead or their binding
+//	     is missing (checked at start and before every reject); or the vhost
+//	     does not exist, or a TLS setting is wrong
+//	130  a second signal forced an immediate exit
+package main

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"eaimq/internal/brokertest"
+	"eaimq/internal/cli"
+	"eaimq/internal/store"
+	"eaimq/internal/topo"
+)
+
+// TestManual: -h prints doc.go's package comment on stdout and exits 0;
+// -version names the program; a mistake in the flags, or one found after
+// them, is two lines on stderr (what is wrong, where the manual is), exit
+// 2, nothing on stdout. None of these touches the broker or the store.
+func TestManual(t *testing.T) {
+	manual := cli.Manual(doc)
+	if !strings.HasPrefix(manual, "Consumer moves claims") || !strings.Contains(manual, "Exit status:") {
+		t.Fatalf("the manual is not doc.go's package comment:\n%s", manual)
+	}
+	see := cli.SeeManual("consumer") + "\n"
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string // stdout: a prefix; stderr: exact
+	}{
+		{[]string{"-h"}, 0, manual, ""},
+		{[]string{"--help"}, 0, manual, ""},
+		{[]string{"--claim", "http://x", "-h"}, 0, manual, ""},
+		{[]string{"-version"}, 0, "consumer ", ""},
+		{[]string{"--version"}, 0, "consumer ", ""},
+		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus\n" + see},
+		{[]string{"--prefetch", "x", "--claim", "http://x"}, 2, "", "invalid value \"x\" for flag -prefetch: parse error\n" + see},
+		{[]string{"--max-seconds", "1"}, 2, "", "consumer: --claim URL is required\n" + see},
+		{[]string{"--claim", "http://x", "extra"}, 2, "", "consumer: unexpected argument \"extra\"\n" + see},
+		{[]string{"--claim", "http://x", "--prefetch", "0"}, 2, "", "consumer: --prefetch must be between 1 and 65535\n" + see},
+	} {
+		var out, errb bytes.Buffer
+		getenv := func(k string) string {
+			return map[string]string{store.EnvPath: filepath.Join(t.TempDir(), "p.db")}[k]
+		}
+		err := run(context.Background(), context.Background(), tc.args, getenv, &out, &errb)
+		cli.Report(&errb, "consumer", err) // as main does
+		if cli.Code(err) != tc.code || !strings.HasPrefix(out.String(), tc.stdout) || (tc.stdout == "") != (out.Len() == 0) || errb.String() != tc.stderr {
+			t.Errorf("%q: exit %d, stdout %.80q, stderr %q; want %d, %.80q, %q", tc.args, cli.Code(err), out.String(), errb.String(), tc.code, tc.stdout, tc.stderr)
+		}
+		if tc.stdout == manual && out.String() != manual {
+			t.Errorf("%q: stdout is not exactly the manual", tc.args)
+		}
+	}
+}
+
+// TestJSONSummary: with --json the summary is one JSON object, the text's
+// counts under the text's names, and they match what happened: 3 claims
+// delivered and one copy of them a duplicate, 2 rejected with 422, one
+// BUSY claim requeued once and dead-lettered when it failed again.
+func TestJSONSummary(t *testing.T) {
+	h := newHarness(t)
+	claims := brokertest.Claims("good", "C-good", 3, true)
+	claims = append(claims, claims[0]) // the same guid again
+	claims = append(claims, brokertest.Claims("nodocs", "C-nodocs", 2, false)...)
+	claims = append(claims, brokertest.Claims("busy", "BUSY", 1, true)...)
+	h.vh.PublishClaims(t, claims...)
+	c := h.runUntil("3 delivered, 3 dead-lettered", func() bool {
+		return h.drained() && h.vh.Depth(t, topo.DeadQueue) == 3
+	}, "--json")
+	if c.code != 0 {
+		t.Fatalf("exit %d:\n%s", c.code, c.stderr.String())
+	}
+	out := c.stdout.String()
+	if strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "{") {
+		t.Fatalf("stdout is not one JSON line:\n%s", out)
+	}
+	var keys map[string]any
+	if err := json.Unmarshal([]byte(out), &keys); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := []string{"received", "delivered", "duplicates", "requeued", "dead_lettered", "rejected", "failed_twice",
+		"no_id", "unexpected_status", "unsendable", "errors", "seconds"}
+	var got []string
+	for k := range keys {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("fields %v, want %v", got, want)
+	}
+	var s summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	seconds := s.Seconds
+	s.Seconds = 0
+	// 3 + the duplicate + 2 + the BUSY claim twice.
+	wantSum := summary{Received: 8, Delivered: 3, Duplicates: 1, Requeued: 1, DeadLettered: 3, Rejected: 2, FailedTwice: 1}
+	if s != wantSum || seconds <= 0 {
+		t.Errorf("summary %+v (seconds %v), want %+v", s, seconds, wantSum)
+	}
+	if n := h.calls("good-000"); n != 1 {
+		t.Errorf("good-000 called %d times, want 1", n)
+	}
+}
+
+// TestJSONNoSummary: a run that never consumed prints no summary, with
+// --json as without.
+func TestJSONNoSummary(t *testing.T) {
+	vh := brokertest.New(t) // no topology: claim.in is missing
+	getenv := vh.Getenv(map[string]string{store.EnvPath: filepath.Join(t.TempDir(), "p.db")})
+	var out, errb bytes.Buffer
+	err := run(context.Background(), context.Background(), []string{"--claim", "http://127.0.0.1:9", "--max-seconds", "1", "--json"}, getenv, &out, &errb)
+	if cli.Code(err) != cli.ExitConfig || out.Len() != 0 {
+		t.Errorf("exit %d, stdout %q; want %d and nothing", cli.Code(err), out.String(), cli.ExitConfig)
+	}
+}
