@@ -13,21 +13,62 @@ import (
 	"eaimq/internal/topo"
 )
 
+// checked is the result of -check, as -json prints it.
+type checked struct {
+	VHost string   `json:"vhost"`
+	OK    bool     `json:"ok"`
+	Items []item   `json:"items"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// item is one object of the contract and what -check found.
+type item struct {
+	What   string `json:"what"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// checkReport collects what -check finds. As text each finding is printed
+// at once; as JSON the whole result is printed at the end, and only if the
+// check finished.
+type checkReport struct {
+	checked
+	text io.Writer // nil for -json
+	bad  int
+}
+
+func (c *checkReport) report(ok bool, what, detail string) {
+	c.Items = append(c.Items, item{What: what, OK: ok, Detail: detail})
+	if !ok {
+		c.bad++
+	}
+	if c.text == nil {
+		return
+	}
+	status := "ok     "
+	if !ok {
+		status = "PROBLEM"
+	}
+	if detail != "" {
+		what += ": " + detail
+	}
+	fmt.Fprintf(c.text, "%s %s\n", status, what)
+}
+
+func (c *checkReport) note(s string) {
+	c.Notes = append(c.Notes, s)
+	if c.text != nil {
+		fmt.Fprintf(c.text, "note    %s\n", s)
+	}
+}
+
 // runCheck verifies every object of the contract and declares nothing that
 // is missing. Each probe gets its own channel, because a failed passive
 // declare or a 406 closes the channel it came on.
-func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, stdout io.Writer) error {
-	bad := 0
-	report := func(ok bool, what, detail string) {
-		status := "ok     "
-		if !ok {
-			status = "PROBLEM"
-			bad++
-		}
-		if detail != "" {
-			what += ": " + detail
-		}
-		fmt.Fprintf(stdout, "%s %s\n", status, what)
+func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, stdout io.Writer, asJSON bool) error {
+	c := &checkReport{checked: checked{VHost: vhost, Items: []item{}}, text: stdout}
+	if asJSON {
+		c.text = nil
 	}
 	probe := func(passive, redeclare func(*amqp.Channel) error, what string) error {
 		ch, err := conn.Channel()
@@ -36,7 +77,7 @@ func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, std
 		}
 		if err := passive(ch); err != nil {
 			if broker.Code(err) == amqp.NotFound {
-				report(false, what, "missing (run topology)")
+				c.report(false, what, "missing (run topology)")
 				return nil
 			}
 			return cli.Exit(cli.ExitUnavailable, fmt.Errorf("check %s: %w", what, err))
@@ -45,13 +86,13 @@ func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, std
 		// nothing: it is a no-op if they match and a 406 if they differ.
 		if err := redeclare(ch); err != nil {
 			if broker.Code(err) == amqp.PreconditionFailed {
-				report(false, what, "differs: "+broker.Reason(err))
+				c.report(false, what, "differs: "+broker.Reason(err))
 				return nil
 			}
 			return cli.Exit(cli.ExitUnavailable, fmt.Errorf("check %s: %w", what, err))
 		}
 		ch.Close()
-		report(true, what, "")
+		c.report(true, what, "")
 		return nil
 	}
 	for _, s := range topo.Exchanges {
@@ -71,18 +112,22 @@ func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, std
 			return err
 		}
 	}
-	checkBindings(ctx, raw, vhost, stdout, report)
-	if bad > 0 {
-		return cli.Exitf(cli.ExitConfig, "%d part(s) of the topology missing or different in vhost %q", bad, vhost)
+	checkBindings(ctx, raw, vhost, c)
+	c.OK = c.bad == 0
+	if asJSON {
+		writeJSON(stdout, c.checked)
+	}
+	if c.bad > 0 {
+		return cli.Exitf(cli.ExitConfig, "%d part(s) of the topology missing or different in vhost %q", c.bad, vhost)
 	}
 	return nil
 }
 
 // checkBindings reads the bindings with rabbitmqctl, the only way to list
 // them; over AMQP a binding can be created but not seen.
-func checkBindings(ctx context.Context, raw, vhost string, stdout io.Writer, report func(bool, string, string)) {
+func checkBindings(ctx context.Context, raw, vhost string, c *checkReport) {
 	if !broker.IsLocal(raw) {
-		fmt.Fprintln(stdout, "note    bindings not verified: the broker is not on this machine, and AMQP 0-9-1 cannot list bindings")
+		c.note("bindings not verified: the broker is not on this machine, and AMQP 0-9-1 cannot list bindings")
 		return
 	}
 	ctl, err := rabbitctl.Detect(ctx)
@@ -91,7 +136,7 @@ func checkBindings(ctx context.Context, raw, vhost string, stdout io.Writer, rep
 		have, err = ctl.ListBindings(ctx, vhost)
 	}
 	if err != nil {
-		fmt.Fprintf(stdout, "note    bindings not verified: rabbitmqctl failed: %v\n", err)
+		c.note(fmt.Sprintf("bindings not verified: rabbitmqctl failed: %v", err))
 		return
 	}
 	for _, want := range topo.Bindings {
@@ -102,9 +147,9 @@ func checkBindings(ctx context.Context, raw, vhost string, stdout io.Writer, rep
 			}
 		}
 		if found {
-			report(true, want.String(), "")
+			c.report(true, want.String(), "")
 		} else {
-			report(false, want.String(), "missing (run topology)")
+			c.report(false, want.String(), "missing (run topology)")
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/url"
 	"os"
@@ -123,22 +124,121 @@ func TestCheckChangesNothing(t *testing.T) {
 	}
 }
 
+// TestUsage: -h prints doc.go's package comment on stdout and exits 0;
+// -version names the program; a mistake in the flags, or an argument
+// after them, is two lines on stderr (what is wrong, where the manual is),
+// exit 2, nothing on stdout. None of these dials the broker.
 func TestUsage(t *testing.T) {
+	manual := cli.Manual(doc)
+	if !strings.HasPrefix(manual, "Topology declares") || !strings.Contains(manual, "Exit status:") {
+		t.Fatalf("the manual is not doc.go's package comment:\n%s", manual)
+	}
+	see := cli.SeeManual("topology") + "\n"
 	for _, tc := range []struct {
-		args []string
-		code int
+		args           []string
+		code           int
+		stdout, stderr string // stdout: a prefix; stderr: exact
 	}{
-		{[]string{"-h"}, 0},
-		{[]string{"--help"}, 0},
-		{[]string{"-nope"}, 2},
-		{[]string{"extra"}, 2},
+		{[]string{"-h"}, 0, manual, ""},
+		{[]string{"--help"}, 0, manual, ""},
+		{[]string{"-check", "-json", "-h"}, 0, manual, ""},
+		{[]string{"-version"}, 0, "topology ", ""},
+		{[]string{"--version"}, 0, "topology ", ""},
+		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus\n" + see},
+		{[]string{"-nope"}, 2, "", "flag provided but not defined: -nope\n" + see},
+		{[]string{"extra"}, 2, "", "topology: unexpected argument \"extra\"\n" + see},
+		{[]string{"-check", "extra"}, 2, "", "topology: unexpected argument \"extra\"\n" + see},
 	} {
 		var out, errb bytes.Buffer
-		err := run(context.Background(), tc.args, func(string) string { return "" }, &out, &errb)
-		if got := cli.Code(err); got != tc.code {
-			t.Errorf("%v: exit %d, want %d", tc.args, got, tc.code)
+		// An address nothing listens on: a test that dialed would fail.
+		getenv := func(k string) string { return map[string]string{broker.EnvURL: "amqp://guest:guest@127.0.0.1:1/x"}[k] }
+		err := run(context.Background(), tc.args, getenv, &out, &errb)
+		cli.Report(&errb, "topology", err) // as main does
+		if cli.Code(err) != tc.code || !strings.HasPrefix(out.String(), tc.stdout) || (tc.stdout == "") != (out.Len() == 0) || errb.String() != tc.stderr {
+			t.Errorf("%q: exit %d, stdout %.80q, stderr %q; want %d, %.80q, %q", tc.args, cli.Code(err), out.String(), errb.String(), tc.code, tc.stdout, tc.stderr)
+		}
+		if tc.stdout == manual && out.String() != manual {
+			t.Errorf("%q: stdout is not exactly the manual", tc.args)
 		}
 	}
+}
+
+// TestJSON: -json prints one JSON object on stdout, for a declaration and
+// for -check, the missing pieces named with ok false and exit 78 on an
+// empty vhost, every piece ok after the declaration.
+func TestJSON(t *testing.T) {
+	vh := brokertest.New(t)
+	type item struct {
+		What   string
+		OK     *bool
+		Detail *string
+	}
+	type result struct {
+		VHost    *string `json:"vhost"`
+		OK       *bool   `json:"ok"`
+		Items    []item  `json:"items"`
+		Notes    []string
+		Declared *struct{ Exchanges, Queues, Bindings int }
+	}
+	decode := func(args []string, stdout string) result {
+		t.Helper()
+		if strings.Count(stdout, "\n") != 1 {
+			t.Fatalf("%q: stdout is not one line:\n%s", args, stdout)
+		}
+		var r result
+		dec := json.NewDecoder(strings.NewReader(stdout))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			t.Fatalf("%q: %v:\n%s", args, err, stdout)
+		}
+		if r.VHost == nil || *r.VHost != vh.Name {
+			t.Errorf("%q: vhost %v, want %q", args, r.VHost, vh.Name)
+		}
+		return r
+	}
+	check := func(wantCode int, wantBad []string) {
+		t.Helper()
+		code, stdout, stderr := runTopology(t, vh, "-check", "-json")
+		if code != wantCode {
+			t.Fatalf("-check -json: exit %d, want %d\n%s", code, wantCode, stderr)
+		}
+		r := decode([]string{"-check", "-json"}, stdout)
+		if r.OK == nil || *r.OK != (wantCode == 0) || r.Declared != nil || len(r.Notes) != 0 {
+			t.Errorf("-check -json: %s", stdout)
+		}
+		var bad []string
+		for _, it := range r.Items {
+			if it.What == "" || it.OK == nil || it.Detail == nil || (*it.Detail == "") != *it.OK {
+				t.Errorf("item %+v: want what, ok and detail, a detail when not ok", it)
+				continue
+			}
+			if !*it.OK {
+				bad = append(bad, it.What+": "+*it.Detail)
+			}
+		}
+		if len(r.Items) != 6 || !slices.Equal(bad, wantBad) {
+			t.Errorf("%d items, problems %q; want 6 items and %q", len(r.Items), bad, wantBad)
+		}
+	}
+	missing := func(what string) string { return what + ": missing (run topology)" }
+	check(cli.ExitConfig, []string{
+		missing("exchange eai.dlx (direct, durable)"),
+		missing("exchange eai.claim (direct, durable)"),
+		missing("queue claim.dead (durable)"),
+		missing("queue claim.in (durable, x-dead-letter-exchange=eai.dlx, x-dead-letter-routing-key=claim.dead)"),
+		missing("binding eai.claim -> claim.in (key claim)"),
+		missing("binding eai.dlx -> claim.dead (key claim.dead)"),
+	})
+
+	code, stdout, stderr := runTopology(t, vh, "-json")
+	if code != 0 {
+		t.Fatalf("-json: exit %d\n%s", code, stderr)
+	}
+	r := decode([]string{"-json"}, stdout)
+	if r.Declared == nil || *r.Declared != (struct{ Exchanges, Queues, Bindings int }{2, 2, 2}) || r.OK != nil || r.Items != nil {
+		t.Errorf("-json: %s", stdout)
+	}
+	check(0, nil)
 }
 
 // TestBadInputs: each way the address or the arguments can be wrong ends
@@ -177,7 +277,7 @@ func TestBadInputs(t *testing.T) {
 		{"unreachable", "amqp://guest:" + pw + "@" + closed + "/x", nil, cli.ExitUnavailable,
 			"topology: connect to amqp://guest:xxxxx@" + closed + "/x", "is the broker up? (scripts/mq-up.sh starts one)"},
 		{"unexpected argument", vh.URL, []string{"extra"}, cli.ExitUsage,
-			"usage: topology", ""},
+			"topology: unexpected argument \"extra\"", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

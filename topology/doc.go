@@ -1,0 +1,103 @@
+// Topology declares the claim relay's exchanges, queues and bindings in the
+// vhost of EAI_AMQP_URL, or with -check verifies them and changes nothing.
+//
+// It is the drop-in for the lab's topology.py and takes the same (no)
+// arguments. Running it twice is safe: redeclaring an object with the same
+// properties does nothing.
+//
+// Usage:
+//
+//	topology [-check] [-json] [-timeout d]
+//	topology -h | -version
+//
+// What it declares, in this order (the dead-letter side first, so that
+// claim.in never names a dead-letter exchange that does not exist yet):
+//
+//	exchange eai.dlx     direct, durable
+//	exchange eai.claim   direct, durable
+//	queue    claim.dead  durable
+//	queue    claim.in    durable, x-dead-letter-exchange=eai.dlx,
+//	                     x-dead-letter-routing-key=claim.dead
+//	binding  eai.claim -> claim.in   key claim
+//	binding  eai.dlx   -> claim.dead key claim.dead
+//
+// If an object already exists with other properties, the broker answers
+// 406 PRECONDITION_FAILED; topology prints which property differs, what it
+// wants, and what to do, and exits 78.
+//
+// With -check it declares nothing new: a passive declare tells whether each
+// exchange and queue exists, an existing one is redeclared with the wanted
+// properties (a no-op when they match, a 406 when they differ), and the
+// bindings are read with rabbitmqctl list_bindings when the broker is on this
+// machine (AMQP 0-9-1 cannot list them). Each missing or differing piece is
+// reported on its own line.
+//
+// Flags (-flag and --flag are the same):
+//
+//	-check       verify the topology and change nothing
+//	-json        print the result as one JSON object (see Output)
+//	-timeout d   longest wait for the connection: TCP connect and the TLS
+//	             and AMQP handshakes together (default 10s; 0 or less
+//	             also means 10s)
+//	-h, -help    print this manual on stdout and exit 0
+//	-version     print the version on stdout and exit 0
+//
+// Environment:
+//
+//	EAI_AMQP_URL   broker address (default amqp://guest:guest@127.0.0.1:5672/%2F);
+//	               amqps:// speaks TLS 1.2 or later and checks the broker's
+//	               certificate against the URL's host name
+//	EAI_AMQP_CA    PEM file of the CA that signs the broker's certificate
+//	               (default: the system's roots)
+//	EAI_AMQP_CERT  PEM client certificate and its key, for a broker that
+//	EAI_AMQP_KEY   asks for one
+//
+// No message shows the password of EAI_AMQP_URL, however the URL is
+// malformed. A connection that fails says on its first line what to do.
+//
+// Output: errors go to stderr, results to stdout. A declaration prints one
+// line,
+//
+//	topology: declared 2 exchanges, 2 queues, 2 bindings in vhost "/" (amqp://guest:xxxxx@127.0.0.1:5672/%2F)
+//
+// and -check one line per object, starting with "ok" or "PROBLEM", then the
+// object as the contract wants it and what is wrong with it:
+//
+//	ok      exchange eai.dlx (direct, durable)
+//	PROBLEM binding eai.dlx -> claim.dead (key claim.dead): missing (run topology)
+//
+// and a line starting with "note" when the bindings could not be verified
+// (the broker is not on this machine, or rabbitmqctl failed). A failed
+// declaration prints nothing on stdout; a check that cannot finish (the
+// connection is lost) stops after the lines printed so far.
+//
+// With -json, stdout holds one JSON object on one line instead. After a
+// declaration:
+//
+//	{"vhost":"/","declared":{"exchanges":2,"queues":2,"bindings":2}}
+//
+// After -check, whether it found problems (exit 78) or not (exit 0); ok is
+// true when every item is, and notes is there only when there are notes:
+//
+//	{"vhost":"/","ok":false,"items":[{"what":"exchange eai.dlx (direct, durable)",
+//	 "ok":true,"detail":""},...,{"what":"binding eai.dlx -> claim.dead (key claim.dead)",
+//	 "ok":false,"detail":"missing (run topology)"}],"notes":["bindings not verified: ..."]}
+//
+// When the declaration fails or the check cannot finish, -json prints
+// nothing on stdout; the error is on stderr.
+//
+// Exit status:
+//
+//	0    declared (or, with -check, everything is as the contract says)
+//	2    usage error, or an EAI_AMQP_URL that cannot be used (unparsable,
+//	     port out of range)
+//	69   the broker cannot be reached: refused, unreachable, no answer
+//	     within -timeout, or amqps:// against a port that does not speak TLS
+//	77   the broker refused the user or password
+//	78   an object differs from the contract (406), or the user may not
+//	     declare it (403), or -check found one missing or different; or
+//	     the vhost does not exist; or a TLS setting is wrong (the broker's
+//	     certificate is not trusted or not valid for the URL's host, a
+//	     certificate file cannot be read)
+//	130  interrupted (SIGINT, SIGTERM) while connecting
+package main
