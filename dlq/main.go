@@ -1,121 +1,9 @@
-// Dlq shows why claims were dead-lettered, and replays or purges them
-// without losing one.
-//
-// Usage:
-//
-//	dlq [-json] [-status N] [-reason R] [-limit N] list
-//	dlq [-json] show ID
-//	dlq [-status N] [-reason R] [-force] [-max-replays N] replay (ID... | -all)
-//	dlq [-status N] [-reason R] -yes purge (ID... | -all)
-//
-// Flags may stand anywhere: before the command, after it, among the IDs
-// (dlq purge X -yes). After "--" every argument is an ID, even one that
-// starts with "-". IDs are message_ids (or, for a message that had none,
-// the body's guid or the sha256: key the consumer filed it under, as list
-// shows them); an empty ID is a usage error, never "every message without
-// a message_id".
-//
-// list prints every message of claim.dead as a table, and consumes nothing:
-// message_id, claimId, when and from which queue it was dead-lettered and
-// the broker's reason and count (x-death), the number of partner calls, and
-// our reason as the consumer recorded it in EAI_MQ_DB: the reason's word
-// (the -reason words below) and its sentence ("unexpected 200: not a
-// creation"). -json prints one object per line instead, with the fields
-// message_id, claim_id, dead_lettered_at, from_queue, broker_reason,
-// broker_count, reason, dead_reason (the recorded sentence), recorded
-// (whether the store has a record), state, status, excerpt, attempts,
-// our_reason (status or error and sentence, for people) and replays. When
-// -limit leaves dead letters unlooked-at, list says how many (on stderr
-// with -json).
-//
-// show prints one message: properties, headers (x-death included, one
-// field a line), the attempt history from the store, and the body. -json
-// prints it as one JSON object instead (a body that is not UTF-8 as
-// body_base64).
-//
-// Everything printed as text that comes from a message (ids, claimId,
-// headers, body, the partner's answer) is made safe for a terminal: control
-// characters (ESC, BEL, CR, ..., DEL, C1), the bidirectional-text controls
-// and bytes that are not UTF-8 are printed as escapes (\x1b, \u202e), so a
-// crafted claim cannot clear the screen or hide what it says. show keeps the
-// body's newlines and tabs. Long fields are clipped with their size
-// (table columns to their width, show's fields to 256 characters, show's
-// body to 64 KiB); -json prints everything, escaped by JSON.
-//
-// replay puts the selected claims back on eai.claim/claim for another try,
-// after the partner or the claim was fixed: a copy with the same body,
-// message_id and content type, persistent, with publisher confirms and
-// mandatory, without the broker's x-death headers and with its
-// x-eaimq-replays count raised by one. The dead copy is acked only after
-// the broker confirmed the new one: dying in between leaves a duplicate,
-// which the consumer's dedup absorbs, never a loss. A claim the store
-// records as delivered is skipped and reported, unless -force. A dead
-// letter already replayed -max-replays times is refused (it stays in
-// claim.dead, is reported, and the exit status is 1), unless -force: a
-// claim that keeps coming back needs a fix, not another try.
-//
-// One invocation replays each dead letter at most once, even while a
-// consumer runs and sends replayed claims the partner rejects again back to
-// claim.dead: every command looks only at the messages claim.dead held when
-// it started (counted with a passive declare; they are in front of anything
-// dead-lettered later), and replay never sends the same message_id twice in
-// one run (a second copy is reported and left in claim.dead).
-//
-// purge deletes the selected dead letters; it needs -yes (without it, it
-// prints what it would delete and exits 2) and prints what it deleted.
-//
-// Selection: IDs, or -all, or the filters -status N (the last HTTP status
-// on record) and -reason R (the reason on record). Filters narrow IDs and
-// -all too; list and purge take them alone. The reasons are the store's
-// words: delivered, duplicate, retry, rejected, failed-twice (also spelled
-// transient), no-id, unexpected-status, unsendable, and unknown for a dead
-// letter the store has no record of (or no reason for).
-//
-// The store: replay and purge refuse to run (exit 74) when EAI_MQ_DB cannot
-// be opened or read, since without it every dead letter looks "unknown" and
-// -reason unknown would select them all; -no-store says there really is
-// none (then nothing can be selected by -status or a -reason other than
-// unknown, and replay cannot skip delivered claims). list and show go on
-// without it, with a warning. A failed lookup in an open store ends every
-// command with exit 74, and nothing more is done.
-//
-// Flags:
-//
-//	-json            list, show: JSON instead of text
-//	-status N        select by the last HTTP status on record: 100-599 (0: any)
-//	-reason R        select by the reason on record (words above)
-//	-limit N         look at the first N dead letters only: 0 (all, the default) or more
-//	-all             replay, purge: every dead letter the filters select
-//	-force           replay: also claims recorded as delivered, and over -max-replays
-//	-max-replays N   replay: refuse a dead letter replayed N times already: 1-1000 (default 5)
-//	-yes             purge: really delete
-//	-no-store        read no store: there is none (replay and purge need this to run without one)
-//
-// A flag that does nothing for the command (dlq -yes list) is a usage error.
-//
-// Environment:
-//
-//	EAI_AMQP_URL  broker address (default amqp://guest:guest@127.0.0.1:5672/%2F)
-//	EAI_MQ_DB     the consumer's store (default /root/eaimw/mq/processed.db)
-//
-// Exit status:
-//
-//	0    done (for replay: every selected claim replayed, or skipped as
-//	     delivered or as replayed already in this run)
-//	1    a named ID is not in claim.dead (show, replay, purge -yes); or a
-//	     replay was refused, by -max-replays or by the broker (nack or
-//	     return), and that dead letter stays in claim.dead
-//	2    usage error, or purge without -yes
-//	69   the broker cannot be reached
-//	74   the store cannot be opened or read (replay and purge; any command
-//	     when a lookup fails)
-//	75   replay: no confirm in time; the dead letters of that batch stay
-//	78   claim.dead or eai.claim does not exist: run topology first
-//	130  interrupted; every dead letter not yet acted on stays in claim.dead
 package main
 
 import (
 	"context"
+	_ "embed"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -130,6 +18,12 @@ import (
 	"eaimq/internal/cli"
 	"eaimq/internal/store"
 )
+
+// doc is the manual: -h prints its package comment, so that the manual and
+// the package documentation are one text.
+//
+//go:embed doc.go
+var doc string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -225,31 +119,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&o.maxReplays, "max-replays", defaultMaxReplays, "replay: refuse a dead letter replayed `n` times already: 1-1000")
 	fs.BoolVar(&o.yes, "yes", false, "purge: really delete")
 	fs.BoolVar(&o.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay and purge need it to run without one")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: dlq [flags] list | show ID | replay (ID...|-all) | purge -yes (ID...|-all)\n\n"+
-			"Shows why claims in claim.dead were dead-lettered (the reason the consumer recorded in EAI_MQ_DB),\n"+
-			"and replays or purges them. list and show consume nothing. Flags may stand anywhere; after --\n"+
-			"every argument is an ID. One run looks only at what claim.dead held when it started, and replays\n"+
-			"each message_id at most once. Text output escapes control characters and clips long fields.\n\nflags:\n")
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nenvironment: EAI_AMQP_URL, EAI_MQ_DB\n"+
-			"replay and purge refuse to run without the store (74) unless -no-store; list and show warn.\n"+
-			"exit status: 0 ok, 1 no such ID or a replay refused (-max-replays, broker), 2 usage (or purge without -yes),\n"+
-			"             69 broker unreachable, 74 store unreadable, 75 no confirm in time, 78 topology missing,\n"+
-			"             130 interrupted\n")
-	}
-	pos, err := parseInterleaved(fs, args)
+	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		fs.Usage()
 		return cli.Usagef("no command: list, show, replay or purge")
 	}
 	cmd := pos[0]
 	o.ids = pos[1:]
 	if !slices.Contains([]string{"list", "show", "replay", "purge"}, cmd) {
-		fs.Usage()
 		return cli.Usagef("unknown command %q: list, show, replay or purge", cmd)
 	}
 	if err := o.check(fs, cmd, reason); err != nil {
@@ -297,23 +176,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // parseInterleaved parses flags wherever they stand among the arguments, as
 // people type them (dlq purge X -yes, dlq replay X -force), and returns the
 // arguments that are not flags. After "--" every argument is one.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+//
+// cli.Flags parses the flags in front of the first argument; it defines
+// -version, so it runs once. Each later run of flags is parsed here with
+// the same rules, so that dlq list -h prints the manual, dlq list -bogus
+// its one line and where the manual is, and -version works anywhere.
+func parseInterleaved(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
 	var pos []string
-	for {
-		if err := cli.Parse(fs, args); err != nil {
-			return nil, err
-		}
+	err := cli.Flags(fs, doc, args, stdout)
+	for err == nil {
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return pos, nil
+			break
 		}
 		// The flag package stops at the first non-flag, or after "--".
 		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), nil
+			pos = append(pos, rest...)
+			break
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
+		err = cli.Parse(fs, args) // fs.Usage is cli.Flags' silent one
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			io.WriteString(stdout, cli.Manual(doc))
+		case err != nil:
+			fmt.Fprintln(fs.Output(), cli.SeeManual(fs.Name()))
+		}
 	}
+	if err != nil {
+		return nil, err
+	}
+	if v := fs.Lookup("version"); v != nil && v.Value.String() == "true" {
+		// Given after the command: cli.Flags only saw the flags before it.
+		fmt.Fprintln(stdout, cli.Version(fs.Name()))
+		return nil, flag.ErrHelp
+	}
+	return pos, nil
 }
 
 // check refuses what cannot be meant: values out of range, an empty ID, a
