@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/brokertest"
+	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
@@ -123,13 +124,22 @@ func TestPrefetchBoundsUnacked(t *testing.T) {
 // twice.
 func TestConnectionClosedUnderConsumer(t *testing.T) {
 	h := newHarness(t)
-	h.partner.Set(claimsysDelay(100))
+	// The gate: after 5 claims the partner holds every call, so claims are
+	// in flight and unacked when the broker closes the connection, however
+	// fast the machine.
+	five := 5
+	h.partner.Set(claimsys.Control{HoldAfter: &five})
+	t.Cleanup(h.partner.Release) // before the server's Close, which waits for held calls
 	h.vh.PublishClaims(t, brokertest.Claims("rc", "C-rc", 30, true)...)
 	c := h.start()
-	brokertest.Eventually(t, 30*time.Second, "some claims delivered", func() bool { return h.totalCalls() >= 5 })
+	brokertest.Eventually(t, 30*time.Second, "calls held at the partner", func() bool { return h.partner.Held() > 0 })
 	if _, err := h.vh.Ctl.Run(context.Background(), "-q", "close_all_connections", "-p", h.vh.Name, "test: broker closes connection"); err != nil {
 		t.Fatal(err)
 	}
+	brokertest.Eventually(t, 30*time.Second, "the consumer saw the connection go", func() bool {
+		return strings.Contains(c.stderr.String(), "connection lost")
+	})
+	h.partner.Release()
 	brokertest.Eventually(t, 60*time.Second, "all 30 delivered after reconnect", func() bool {
 		return len(h.partner.Stats().Accepted) == 30 && h.vh.Depth(t, topo.Queue) == 0
 	})

@@ -149,7 +149,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 
-	conn, err := broker.DialContext(ctx, broker.URL(getenv), "dlq", 10*time.Second)
+	conn, err := broker.Dialer{Program: "dlq", Timeout: 10 * time.Second, Getenv: getenv}.Dial(ctx, broker.URL(getenv))
 	if err != nil {
 		return cli.Exit(cli.ExitUnavailable, err)
 	}

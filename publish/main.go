@@ -116,7 +116,7 @@ func publishFiles(ctx context.Context, files []string, o options, getenv func(st
 	// Connect while the files are read: the AMQP handshake is a few round
 	// trips of idle waiting, and reading a large batch is mostly syscalls.
 	// Nothing is published before every file has been checked.
-	dial := dialAsync(ctx, broker.URL(getenv), o.window, o.timeout)
+	dial := dialAsync(ctx, broker.Dialer{Program: "publish", Timeout: o.timeout, Getenv: getenv}, broker.URL(getenv), o.window, o.timeout)
 	defer dial.close()
 
 	// Check everything first: a bad file in the middle of a batch must not
@@ -258,11 +258,11 @@ type dialing struct {
 
 // dialAsync starts connecting (and checking the exchange) at once; a
 // signal (ctx) ends the attempt.
-func dialAsync(ctx context.Context, url string, window int, timeout time.Duration) *dialing {
+func dialAsync(ctx context.Context, dialer broker.Dialer, url string, window int, timeout time.Duration) *dialing {
 	g := &dialing{ctx: ctx, done: make(chan struct{})}
 	go func() {
 		defer close(g.done)
-		conn, err := broker.DialContext(ctx, url, "publish", timeout)
+		conn, err := dialer.Dial(ctx, url)
 		if err != nil {
 			g.d = dialed{err: cli.Exit(cli.ExitUnavailable, err)}
 			return
