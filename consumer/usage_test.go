@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,11 +26,7 @@ func TestManual(t *testing.T) {
 		t.Fatalf("the manual is not doc.go's package comment:\n%s", manual)
 	}
 	see := cli.SeeManual("consumer") + "\n"
-	for _, tc := range []struct {
-		args           []string
-		code           int
-		stdout, stderr string // stdout: a prefix; stderr: exact
-	}{
+	brokertest.CheckUsage(t, "consumer", manual, []brokertest.UsageCase{
 		{[]string{"-h"}, 0, manual, ""},
 		{[]string{"--help"}, 0, manual, ""},
 		{[]string{"--claim", "http://x", "-h"}, 0, manual, ""},
@@ -40,20 +37,12 @@ func TestManual(t *testing.T) {
 		{[]string{"--max-seconds", "1"}, 2, "", "consumer: --claim URL is required\n" + see},
 		{[]string{"--claim", "http://x", "extra"}, 2, "", "consumer: unexpected argument \"extra\"\n" + see},
 		{[]string{"--claim", "http://x", "--prefetch", "0"}, 2, "", "consumer: --prefetch must be between 1 and 65535\n" + see},
-	} {
-		var out, errb bytes.Buffer
+	}, func(args []string, stdout, stderr io.Writer) error {
 		getenv := func(k string) string {
 			return map[string]string{store.EnvPath: filepath.Join(t.TempDir(), "p.db")}[k]
 		}
-		err := run(context.Background(), context.Background(), tc.args, getenv, &out, &errb)
-		cli.Report(&errb, "consumer", err) // as main does
-		if cli.Code(err) != tc.code || !strings.HasPrefix(out.String(), tc.stdout) || (tc.stdout == "") != (out.Len() == 0) || errb.String() != tc.stderr {
-			t.Errorf("%q: exit %d, stdout %.80q, stderr %q; want %d, %.80q, %q", tc.args, cli.Code(err), out.String(), errb.String(), tc.code, tc.stdout, tc.stderr)
-		}
-		if tc.stdout == manual && out.String() != manual {
-			t.Errorf("%q: stdout is not exactly the manual", tc.args)
-		}
-	}
+		return run(context.Background(), context.Background(), args, getenv, stdout, stderr)
+	})
 }
 
 // TestJSONSummary: with --json the summary is one JSON object, the text's

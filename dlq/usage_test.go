@@ -1,9 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"eaimq/internal/brokertest"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,11 +25,7 @@ func TestManual(t *testing.T) {
 		t.Fatalf("the manual is not doc.go's package comment:\n%s", manual)
 	}
 	see := cli.SeeManual("dlq") + "\n"
-	for _, tc := range []struct {
-		args           []string
-		code           int
-		stdout, stderr string // stdout: a prefix; stderr: exact
-	}{
+	brokertest.CheckUsage(t, "dlq", manual, []brokertest.UsageCase{
 		{[]string{"-h"}, 0, manual, ""},
 		{[]string{"--help"}, 0, manual, ""},
 		{[]string{"list", "-h"}, 0, manual, ""},
@@ -43,23 +40,15 @@ func TestManual(t *testing.T) {
 		{[]string{"-json"}, 2, "", "dlq: no command: list, show, replay or purge\n" + see},
 		{[]string{"frobnicate"}, 2, "", "dlq: unknown command \"frobnicate\": list, show, replay or purge\n" + see},
 		{[]string{"list", "-yes"}, 2, "", "dlq: -yes does nothing for list; leave it out\n" + see},
-	} {
-		var out, errb bytes.Buffer
+	}, func(args []string, stdout, stderr io.Writer) error {
 		getenv := func(k string) string {
 			return map[string]string{
 				broker.EnvURL: "amqp://guest:guest@127.0.0.1:1/x", // nothing listens: a test that dialed would fail
 				store.EnvPath: filepath.Join(t.TempDir(), "none.db"),
 			}[k]
 		}
-		err := run(context.Background(), tc.args, getenv, &out, &errb)
-		cli.Report(&errb, "dlq", err) // as main does
-		if cli.Code(err) != tc.code || !strings.HasPrefix(out.String(), tc.stdout) || (tc.stdout == "") != (out.Len() == 0) || errb.String() != tc.stderr {
-			t.Errorf("%q: exit %d, stdout %.80q, stderr %q; want %d, %.80q, %q", tc.args, cli.Code(err), out.String(), errb.String(), tc.code, tc.stdout, tc.stderr)
-		}
-		if tc.stdout == manual && out.String() != manual {
-			t.Errorf("%q: stdout is not exactly the manual", tc.args)
-		}
-	}
+		return run(context.Background(), args, getenv, stdout, stderr)
+	})
 }
 
 // TestJSONAnywhere: -json means the same before the command, after it and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -134,11 +135,7 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("the manual is not doc.go's package comment:\n%s", manual)
 	}
 	see := cli.SeeManual("topology") + "\n"
-	for _, tc := range []struct {
-		args           []string
-		code           int
-		stdout, stderr string // stdout: a prefix; stderr: exact
-	}{
+	brokertest.CheckUsage(t, "topology", manual, []brokertest.UsageCase{
 		{[]string{"-h"}, 0, manual, ""},
 		{[]string{"--help"}, 0, manual, ""},
 		{[]string{"-check", "-json", "-h"}, 0, manual, ""},
@@ -148,19 +145,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"-nope"}, 2, "", "flag provided but not defined: -nope\n" + see},
 		{[]string{"extra"}, 2, "", "topology: unexpected argument \"extra\"\n" + see},
 		{[]string{"-check", "extra"}, 2, "", "topology: unexpected argument \"extra\"\n" + see},
-	} {
-		var out, errb bytes.Buffer
+	}, func(args []string, stdout, stderr io.Writer) error {
 		// An address nothing listens on: a test that dialed would fail.
 		getenv := func(k string) string { return map[string]string{broker.EnvURL: "amqp://guest:guest@127.0.0.1:1/x"}[k] }
-		err := run(context.Background(), tc.args, getenv, &out, &errb)
-		cli.Report(&errb, "topology", err) // as main does
-		if cli.Code(err) != tc.code || !strings.HasPrefix(out.String(), tc.stdout) || (tc.stdout == "") != (out.Len() == 0) || errb.String() != tc.stderr {
-			t.Errorf("%q: exit %d, stdout %.80q, stderr %q; want %d, %.80q, %q", tc.args, cli.Code(err), out.String(), errb.String(), tc.code, tc.stdout, tc.stderr)
-		}
-		if tc.stdout == manual && out.String() != manual {
-			t.Errorf("%q: stdout is not exactly the manual", tc.args)
-		}
-	}
+		return run(context.Background(), args, getenv, stdout, stderr)
+	})
 }
 
 // TestJSON: -json prints one JSON object on stdout, for a declaration and

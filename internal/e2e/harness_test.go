@@ -135,7 +135,7 @@ func (p *proc) exited() bool {
 	}
 }
 
-// stop sends SIGTERM and waits.
+// stop sends SIGINT (the first signal: drain and exit) and waits.
 func (p *proc) stop(t testing.TB) {
 	t.Helper()
 	p.cmd.Process.Signal(os.Interrupt)
