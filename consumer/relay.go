@@ -40,7 +40,7 @@ type relay struct {
 	lease       time.Duration
 	accept      acceptSet
 	log         *slog.Logger
-	store       *store.Store
+	store       store.Store
 	partner     *partner
 	stats       *stats
 	hard        context.Context // ends only on a second signal: abandon everything

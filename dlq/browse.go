@@ -97,14 +97,14 @@ func (m *dead) ourReason() string {
 // job anyway.
 type browser struct {
 	ch    *amqp.Channel
-	store *store.Store // nil when there is none
+	store store.Store // nil when there is none
 
 	// Set by walk: what claim.dead held when the walk started, how many
 	// it took, and the -limit it stopped at (0: none).
 	total, looked, limit int
 }
 
-func newBrowser(conn *amqp.Connection, st *store.Store) (*browser, error) {
+func newBrowser(conn *amqp.Connection, st store.Store) (*browser, error) {
 	ch, err := conn.Channel()
 	if err == nil {
 		err = topo.RequireQueue(ch, topo.DeadQueue)

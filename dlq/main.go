@@ -135,7 +135,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	var st *store.Store
+	var st store.Store
 	if !o.noStore {
 		st, err = store.Open(store.Path(getenv), store.Options{ReadOnly: true})
 		switch {

@@ -17,7 +17,7 @@ func BenchmarkBeginFinish(b *testing.B) {
 	for _, sync_ := range []string{"full", "normal"} {
 		for _, p := range []int{1, 5, 20} {
 			b.Run(fmt.Sprintf("sync=%s/P=%d", sync_, p), func(b *testing.B) {
-				s, err := Open(filepath.Join(b.TempDir(), "p.db"), Options{Synchronous: sync_})
+				s, err := OpenSQLite(filepath.Join(b.TempDir(), "p.db"), Options{Synchronous: sync_})
 				if err != nil {
 					b.Fatal(err)
 				}

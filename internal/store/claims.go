@@ -28,7 +28,7 @@ type request struct {
 // in-progress claim (not durable: a lease lost to a power cut is harmless,
 // its holder died with it) never waits behind an fsync, and an outcome
 // record is answered only after an fsync that started after its commit.
-func (s *Store) writer() {
+func (s *SQLite) writer() {
 	defer close(s.stopped)
 	syncq := make(chan []chan error, 1024)
 	syncerDone := make(chan struct{})
@@ -56,7 +56,7 @@ func (s *Store) writer() {
 	}
 }
 
-func (s *Store) commit(batch []*request, syncq chan<- []chan error) {
+func (s *SQLite) commit(batch []*request, syncq chan<- []chan error) {
 	if err := s.runTx(batch); err != nil && len(batch) > 1 {
 		// One request failed and took the batch with it: run each alone,
 		// so that the others are not punished for it.
@@ -83,7 +83,7 @@ func (s *Store) commit(batch []*request, syncq chan<- []chan error) {
 
 // syncer fsyncs the WAL for every group of durable requests waiting, then
 // answers them: one fsync for all the commits made before it started.
-func (s *Store) syncer(q <-chan []chan error, done chan<- struct{}) {
+func (s *SQLite) syncer(q <-chan []chan error, done chan<- struct{}) {
 	defer close(done)
 	for group := range q {
 	more:
@@ -107,7 +107,7 @@ func (s *Store) syncer(q <-chan []chan error, done chan<- struct{}) {
 
 // syncWAL fsyncs the WAL file. fsync works on the file, not the descriptor,
 // so our own read-only descriptor flushes what SQLite wrote through its own.
-func (s *Store) syncWAL() error {
+func (s *SQLite) syncWAL() error {
 	if s.wal == nil {
 		f, err := os.Open(s.file + "-wal")
 		if err != nil {
@@ -127,7 +127,7 @@ func (s *Store) syncWAL() error {
 	return nil
 }
 
-func (s *Store) runTx(batch []*request) error {
+func (s *SQLite) runTx(batch []*request) error {
 	tx, err := s.db.Begin()
 	if err != nil {
 		return err
@@ -142,7 +142,7 @@ func (s *Store) runTx(batch []*request) error {
 }
 
 // write runs fn in the writer's next transaction and waits for the commit.
-func (s *Store) write(ctx context.Context, durable bool, fn func(tx *sql.Tx) error) (err error) {
+func (s *SQLite) write(ctx context.Context, durable bool, fn func(tx *sql.Tx) error) (err error) {
 	r := &request{fn: fn, durable: durable, done: make(chan error, 1)}
 	defer func() {
 		if recover() != nil { // send on the closed channel: Close was called
@@ -197,7 +197,7 @@ type Begun struct {
 // republished or replayed claim gets its one retry again, and a fresh copy
 // of a dead-lettered claim is tried again (that is what a replay is for),
 // while a redelivered one is not (DeadBefore).
-func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (b Begun, err error) {
+func (s *SQLite) Begin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (b Begun, err error) {
 	err = s.write(ctx, false, func(tx *sql.Tx) error {
 		now := nowMS()
 		// The common case, an id never seen, in one statement.
@@ -260,7 +260,7 @@ type Attempt struct {
 // A holder that lost its claim to another live process records its
 // attempt but leaves the record to the new holder, unless the partner
 // accepted the claim: acceptance is the truth whoever heard it.
-func (s *Store) Finish(ctx context.Context, id string, a Attempt) (Outcome, error) {
+func (s *SQLite) Finish(ctx context.Context, id string, a Attempt) (Outcome, error) {
 	out := a.Outcome
 	state := a.Outcome.Action.state()
 	if state == "" {
@@ -342,7 +342,7 @@ type stmts struct {
 	insertNew, selectClaim, takeClaim, finish, insertAttempt *sql.Stmt
 }
 
-func (s *Store) prepare() error {
+func (s *SQLite) prepare() error {
 	for _, p := range []struct {
 		dst **sql.Stmt
 		sql string

@@ -26,7 +26,7 @@ type Record struct {
 func (r Record) Delivered() bool { return r.State == "done" }
 
 // Get returns the record of id; found is false when there is none.
-func (s *Store) Get(ctx context.Context, id string) (rec Record, found bool, err error) {
+func (s *SQLite) Get(ctx context.Context, id string) (rec Record, found bool, err error) {
 	var claimID, lastErr, dead, reason sql.NullString
 	var lastStatus, doneAt sql.NullInt64
 	var updated int64
@@ -50,7 +50,7 @@ func (s *Store) Get(ctx context.Context, id string) (rec Record, found bool, err
 }
 
 // Attempts returns the attempt log of id, oldest first.
-func (s *Store) Attempts(ctx context.Context, id string) ([]Attempt, error) {
+func (s *SQLite) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT at, redelivered, status, COALESCE(error, ''), action, COALESCE(reason, ''), latency_ms
 		FROM attempts WHERE message_id = ? ORDER BY id`, id)
 	if err != nil {

@@ -132,8 +132,53 @@ func migrate2(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// Store is an open dedup store.
-type Store struct {
+// Store is an open dedup store: the consumer's record of each claim and the
+// lock that keeps two consumers from calling the partner with one id at
+// once. SQLite (a file, the default) and PostgreSQL (a URL, for consumers on
+// several hosts) both implement it, and both pass the same test suite.
+type Store interface {
+	// Begin takes message id in progress for this holder, unless it is
+	// done already, held by another live holder, or (for a redelivered
+	// copy) dead-lettered before; see Begun.
+	Begin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (Begun, error)
+	// Finish records the outcome of a claim this holder took with Begin
+	// (or of one decided without a call) and releases it; the caller acts
+	// on the outcome it returns, only after it returns.
+	Finish(ctx context.Context, id string, a Attempt) (Outcome, error)
+	// Get returns the record of id; found is false when there is none.
+	Get(ctx context.Context, id string) (rec Record, found bool, err error)
+	// Attempts returns the attempt log of id, oldest first.
+	Attempts(ctx context.Context, id string) ([]Attempt, error)
+	// Path names the store for messages, without a password.
+	Path() string
+	// Close waits for pending writes and releases everything held.
+	Close() error
+}
+
+// Open opens the store that location names: a postgres:// or postgresql://
+// URL selects PostgreSQL, anything else is the path of an SQLite file.
+func Open(location string, o Options) (Store, error) {
+	if isPostgres(location) {
+		return openPostgres(location, o)
+	}
+	s, err := OpenSQLite(location, o)
+	if err != nil {
+		return nil, err // not a nil *SQLite inside a non-nil Store
+	}
+	return s, nil
+}
+
+func isPostgres(location string) bool {
+	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
+}
+
+// openPostgres is filled in by the PostgreSQL backend.
+var openPostgres = func(location string, o Options) (Store, error) {
+	return nil, errors.New("the PostgreSQL store is not built yet")
+}
+
+// SQLite is a dedup store in an SQLite file.
+type SQLite struct {
 	db         *sql.DB
 	path       string // as the user named it (EAI_MQ_DB), for messages
 	file       string // the regular file it resolves to: SQLite's -wal lives beside it
@@ -161,8 +206,9 @@ type Options struct {
 	Owner string
 }
 
-// Open opens (creating it, mode 0600, and its directory) the store at path.
-func Open(path string, o Options) (*Store, error) {
+// OpenSQLite opens (creating it, mode 0600, and its directory) the SQLite
+// store at path.
+func OpenSQLite(path string, o Options) (*SQLite, error) {
 	if o.Synchronous == "" {
 		o.Synchronous = "full"
 	}
@@ -211,7 +257,7 @@ func Open(path string, o Options) (*Store, error) {
 		o.Owner = Owner()
 	}
 
-	s := &Store{db: db, path: given, file: path, owner: o.Owner, durability: o.Synchronous, reqs: make(chan *request, 256), stopped: make(chan struct{})}
+	s := &SQLite{db: db, path: given, file: path, owner: o.Owner, durability: o.Synchronous, reqs: make(chan *request, 256), stopped: make(chan struct{})}
 	if err := s.init(o.ReadOnly); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("dedup store %s: %w", given, err)
@@ -228,7 +274,7 @@ func Open(path string, o Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) init(readOnly bool) error {
+func (s *SQLite) init(readOnly bool) error {
 	ctx := context.Background()
 	if !readOnly {
 		// WAL: readers (dlq list) never block the consumer, and a commit is
@@ -297,7 +343,7 @@ func (s *Store) init(readOnly bool) error {
 }
 
 // Close stops the writer after the pending writes and closes the file.
-func (s *Store) Close() error {
+func (s *SQLite) Close() error {
 	s.once.Do(func() { close(s.reqs) })
 	<-s.stopped
 	if s.wal != nil {
@@ -307,7 +353,7 @@ func (s *Store) Close() error {
 }
 
 // Path is the file's path.
-func (s *Store) Path() string { return s.path }
+func (s *SQLite) Path() string { return s.path }
 
 // Owner names this holder of in-progress claims: host, pid and the process
 // start time (so that a reused pid is not mistaken for it), and a number

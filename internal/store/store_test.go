@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-func open(t *testing.T, path string, o Options) *Store {
+func open(t *testing.T, path string, o Options) *SQLite {
 	t.Helper()
-	s, err := Open(path, o)
+	s, err := OpenSQLite(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestDeadOwnerOnThisHostIsTakenAtOnce(t *testing.T) {
 // processes sharing one file) race for one id; exactly one gets it.
 func TestOneWinnerUnderConcurrency(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.db")
-	stores := []*Store{open(t, path, Options{Owner: "x:1:1"}), open(t, path, Options{Owner: "y:2:2"})}
+	stores := []*SQLite{open(t, path, Options{Owner: "x:1:1"}), open(t, path, Options{Owner: "y:2:2"})}
 	for round := range 20 {
 		id := fmt.Sprintf("g%d", round)
 		var won atomic.Int32
