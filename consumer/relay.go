@@ -178,10 +178,12 @@ func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *amq
 		// included: an empty EAI_AMQP_URL or amqp://host means vhost "/"
 		// as guest, and that should not be a surprise.
 		vhost, _ := broker.VHost(r.url)
-		r.log.Info("consuming", "queue", topo.Queue, "prefetch", r.prefetch, "broker", broker.Redact(r.url), "vhost", vhost,
+		r.log.Info("consuming", "queue", topo.Queue, "prefetch", r.prefetch, "broker", broker.Redact(r.url), "node", conn.RemoteAddr().String(), "vhost", vhost,
 			"partner", broker.RedactURL(r.partner.url), "accept", r.accept.String(), "store", r.store.Path())
 	} else {
-		r.log.Info("reconnected", "session", r.sessions)
+		// With several brokers in EAI_AMQP_URL, this may be another node:
+		// the dial takes the first that answers.
+		r.log.Info("reconnected", "session", r.sessions, "node", conn.RemoteAddr().String())
 	}
 	return conn, ch, deliveries, nil
 }

@@ -93,9 +93,10 @@ func parse(raw string) (amqp.URI, error) {
 
 // VHost returns the virtual host an AMQP URI names ("/" when it names none),
 // using the client library's own parser so that it agrees with Dial. A URL
-// that cannot be used fails with exit code 2, as Dial would.
+// that cannot be used fails with exit code 2, as Dial would; so does a list
+// whose addresses name different vhosts.
 func VHost(raw string) (string, error) {
-	u, err := parse(raw)
+	u, err := checkList(Addresses(raw))
 	if err != nil {
 		return "", err
 	}
@@ -121,10 +122,10 @@ func Reason(err error) string {
 	return err.Error()
 }
 
-// IsLocal reports whether the broker at raw is on this machine, so that
-// rabbitmqctl reaches the same node.
+// IsLocal reports whether the broker at raw (the first, for a list) is on
+// this machine, so that rabbitmqctl reaches the same node.
 func IsLocal(raw string) bool {
-	u, err := parse(raw)
+	u, err := parse(Addresses(raw)[0])
 	if err != nil {
 		return false
 	}

@@ -77,8 +77,21 @@ type Dialer struct {
 	Getenv func(string) string
 }
 
-// Dial connects to raw as DialContext describes.
+// Dial connects to raw as DialContext describes. raw may list several
+// brokers (see Addresses): the first that answers is used.
 func (d Dialer) Dial(ctx context.Context, raw string) (*amqp.Connection, error) {
+	addrs := Addresses(raw)
+	if _, err := checkList(addrs); err != nil {
+		return nil, err
+	}
+	if len(addrs) > 1 {
+		return d.dialList(ctx, addrs)
+	}
+	return d.dialOne(ctx, raw)
+}
+
+// dialOne connects to one address.
+func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, error) {
 	uri, err := parse(raw)
 	if err != nil {
 		return nil, err

@@ -9,9 +9,15 @@ import (
 const hidden = "xxxxx"
 
 // Redact returns the AMQP address raw fit for any message or log line: the
-// password of its userinfo is replaced. It is RedactURL; the name stays for
-// the callers that print the broker's address.
-func Redact(raw string) string { return RedactURL(raw) }
+// password of its userinfo is replaced. It is RedactURL for each address of
+// a list (see Addresses).
+func Redact(raw string) string {
+	addrs := Addresses(raw)
+	for i, a := range addrs {
+		addrs[i] = RedactURL(a)
+	}
+	return strings.Join(addrs, ",")
+}
 
 // RedactURL returns raw (an amqp://, amqps://, http:// or https:// URL, or
 // anything a user typed in its place) with the password hidden, so that it
