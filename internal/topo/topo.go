@@ -46,7 +46,7 @@ var Bindings = []BindingSpec{
 // ExchangeSpec is a durable, non-internal exchange.
 type ExchangeSpec struct{ Name, Kind string }
 
-// QueueSpec is a durable classic queue.
+// QueueSpec is a durable queue; classic unless Args say x-queue-type.
 type QueueSpec struct {
 	Name string
 	Args amqp.Table
@@ -72,9 +72,10 @@ func (s BindingSpec) String() string {
 
 // FormatArgs prints a table's arguments in a stable order.
 func FormatArgs(t amqp.Table) string {
-	// The contract has two arguments; a fixed order reads best.
+	// The contract's arguments in a fixed order read best: the classic
+	// queue's two, then what a quorum queue adds (QueuesFor).
 	out := ""
-	for _, k := range []string{"x-dead-letter-exchange", "x-dead-letter-routing-key"} {
+	for _, k := range []string{"x-queue-type", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-overflow"} {
 		if v, ok := t[k]; ok {
 			if out != "" {
 				out += ", "
@@ -104,6 +105,10 @@ func DeclareBinding(ch *amqp.Channel, s BindingSpec) error {
 // Declare declares the whole topology on conn, one channel, in contract
 // order. A 406 closes the channel; the error names the object it came from.
 func Declare(conn *amqp.Connection) error {
+	return declare(conn, Queues)
+}
+
+func declare(conn *amqp.Connection, queues []QueueSpec) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open channel: %w", err)
@@ -114,7 +119,7 @@ func Declare(conn *amqp.Connection) error {
 			return &DeclareError{Kind: "exchange", Name: s.Name, Object: s.String(), Err: err}
 		}
 	}
-	for _, s := range Queues {
+	for _, s := range queues {
 		if err := DeclareQueue(ch, s); err != nil {
 			return &DeclareError{Kind: "queue", Name: s.Name, Object: s.String(), Err: err}
 		}
