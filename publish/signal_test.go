@@ -159,7 +159,11 @@ func TestSignalWhileConnecting(t *testing.T) {
 	p := startPublish(t, url, nil, "-timeout", "1h", f)
 	waitAccepted(t, accepted)
 	code := p.interrupt(t, os.Interrupt)
-	if first, _, _ := strings.Cut(p.errb.String(), "\n"); code != cli.ExitInterrupted || !strings.Contains(first, "interrupted while connecting") {
+	// The dial runs beside the read of the file, so on a slow moment the
+	// signal may still find the read going: either phase is a true answer.
+	// What matters is the wait ending at once (interrupt checks 1 s).
+	first, _, _ := strings.Cut(p.errb.String(), "\n")
+	if code != cli.ExitInterrupted || !(strings.Contains(first, "interrupted while connecting") || strings.Contains(first, "interrupted while reading")) {
 		t.Errorf("exit %d, want %d; first stderr line %q", code, cli.ExitInterrupted, first)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -121,6 +122,18 @@ func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, erro
 		// connection that is already secure and an amqp:// URL.
 		libURL = "amqp" + raw[len("amqps"):]
 	}
+	// With TLS 1.3 a broker that wants a client certificate refuses its
+	// absence only after the client's handshake is done: the alert may come
+	// on a read, or be lost to a reset on the next write. The server's
+	// certificate request is the one sure sign, so note it.
+	var asked atomic.Bool
+	if tc != nil && len(tc.Certificates) == 0 {
+		tc = tc.Clone()
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			asked.Store(true)
+			return &tls.Certificate{}, nil // none to give: the broker decides
+		}
+	}
 	addr := net.JoinHostPort(uri.Host, fmt.Sprint(uri.Port))
 	var (
 		stop  func() bool
@@ -178,11 +191,33 @@ func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, erro
 		// the library reports only that the connection closed.
 		if alert := watch.alert(); alert != nil {
 			err = alert
+		} else if asked.Load() && hungUp(err) {
+			err = &noClientCertError{err}
 		}
 		code, fix := classify(err, uri, timeout)
 		return nil, fail(code, err, fix)
 	}
 	return conn, nil
+}
+
+// noClientCertError: the broker asked for a client certificate, none was
+// set, and then it hung up.
+type noClientCertError struct{ err error }
+
+func (e *noClientCertError) Error() string {
+	return e.err.Error() + " (the broker asked for a client certificate; none was set)"
+}
+func (e *noClientCertError) Unwrap() error { return e.err }
+
+// hungUp reports whether err is the peer closing the connection.
+func hungUp(err error) bool {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code != 0 && ae.Code != amqp.FrameError {
+		return false // an answer from the broker, not a hang-up
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, amqp.ErrClosed) ||
+		strings.Contains(err.Error(), "EOF")
 }
 
 // watchConn keeps the first TLS alert the server sent.
@@ -303,8 +338,8 @@ func classify(err error, uri amqp.URI, timeout time.Duration) (int, string) {
 		return cli.ExitUnavailable, fmt.Sprintf("this port does not speak TLS: use amqp:// for %s, or the broker's TLS port (usually 5671)", hostport)
 	// A TLS 1.3 server refuses a client certificate after the client's
 	// handshake is done: the alert arrives on the first read, where the
-	// library keeps only its text.
-	case strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "bad certificate"):
+	// library keeps only its text, or the connection is reset.
+	case errors.As(err, new(*noClientCertError)), strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "bad certificate"):
 		return cli.ExitConfig, fmt.Sprintf("the broker wants a client certificate it trusts: set %s and %s to its PEM files", EnvCert, EnvKey)
 	case errors.As(err, &dnsErr):
 		return cli.ExitUnavailable, fmt.Sprintf("host %q not found: check the host in %s; %s", uri.Host, EnvURL, fixUp)
