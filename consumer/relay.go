@@ -202,7 +202,9 @@ func (r *relay) checkDeadLettering(conn *amqp.Connection) (canBind bool, err err
 	if err != nil {
 		return false, cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
 	}
-	for _, q := range topo.Queues {
+	// claim.in may be classic (the lab's) or quorum (topology -queue-type
+	// quorum): check it against the arguments of the type it is.
+	for _, q := range topo.QueuesIn(conn) {
 		if q.Name != topo.Queue {
 			continue
 		}
