@@ -65,12 +65,12 @@ func (c *checkReport) note(s string) {
 // runCheck verifies every object of the contract and declares nothing that
 // is missing. Each probe gets its own channel, because a failed passive
 // declare or a 406 closes the channel it came on.
-func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, stdout io.Writer, asJSON bool) error {
+func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, kind topo.QueueType, stdout io.Writer, asJSON bool) error {
 	c := &checkReport{checked: checked{VHost: vhost, Items: []item{}}, text: stdout}
 	if asJSON {
 		c.text = nil
 	}
-	probe := func(passive, redeclare func(*amqp.Channel) error, what string) error {
+	probe := func(passive, redeclare func(*amqp.Channel) error, what string, differs func(reason string) string) error {
 		ch, err := conn.Channel()
 		if err != nil {
 			return cli.Exit(cli.ExitUnavailable, fmt.Errorf("open channel: %w", err))
@@ -86,7 +86,7 @@ func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, std
 		// nothing: it is a no-op if they match and a 406 if they differ.
 		if err := redeclare(ch); err != nil {
 			if broker.Code(err) == amqp.PreconditionFailed {
-				c.report(false, what, "differs: "+broker.Reason(err))
+				c.report(false, what, differs(broker.Reason(err)))
 				return nil
 			}
 			return cli.Exit(cli.ExitUnavailable, fmt.Errorf("check %s: %w", what, err))
@@ -98,16 +98,23 @@ func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, std
 	for _, s := range topo.Exchanges {
 		err := probe(func(ch *amqp.Channel) error {
 			return ch.ExchangeDeclarePassive(s.Name, s.Kind, true, false, false, false, nil)
-		}, func(ch *amqp.Channel) error { return topo.DeclareExchange(ch, s) }, s.String())
+		}, func(ch *amqp.Channel) error { return topo.DeclareExchange(ch, s) }, s.String(), differ)
 		if err != nil {
 			return err
 		}
 	}
-	for _, s := range topo.Queues {
+	for _, s := range topo.QueuesFor(kind) {
 		err := probe(func(ch *amqp.Channel) error {
 			_, err := ch.QueueDeclarePassive(s.Name, true, false, false, false, nil)
 			return err
-		}, func(ch *amqp.Channel) error { return topo.DeclareQueue(ch, s) }, s.String())
+		}, func(ch *amqp.Channel) error { return topo.DeclareQueue(ch, s) }, s.String(), func(reason string) string {
+			// The broker names one differing argument; when the queue is
+			// of the other type, that is the news, and it has a remedy.
+			if st, err := topo.InspectQueue(conn, s.Name); err == nil && st.Type == kind.Other() {
+				return fmt.Sprintf("a %s queue, not %s (%d ready); topology -migrate %s moves it, claims and all", st.Type, kind, st.Messages, kind)
+			}
+			return differ(reason)
+		})
 		if err != nil {
 			return err
 		}
@@ -122,6 +129,8 @@ func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, std
 	}
 	return nil
 }
+
+func differ(reason string) string { return "differs: " + reason }
 
 // checkBindings reads the bindings with rabbitmqctl, the only way to list
 // them; over AMQP a binding can be created but not seen.

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
 	"eaimq/internal/topo"
@@ -38,11 +40,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	check := fs.Bool("check", false, "verify the topology and change nothing")
 	timeout := fs.Duration("timeout", 10*time.Second, "connection `timeout`")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
+	queueType := fs.String("queue-type", string(topo.Classic), "`type` of claim.in and claim.dead: classic or quorum")
+	migrate := fs.String("migrate", "", "move claim.in and claim.dead, claims and all, to queue `type` classic or quorum")
 	if err := cli.Flags(fs, doc, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	kind, err := topo.ParseQueueType(*queueType)
+	if err != nil {
+		return cli.Usagef("-queue-type: %v", err)
+	}
+	var migrateTo topo.QueueType
+	if *migrate != "" {
+		if migrateTo, err = topo.ParseQueueType(*migrate); err != nil {
+			return cli.Usagef("-migrate: %v", err)
+		}
+		if *check || *asJSON {
+			return cli.Usagef("-migrate cannot be combined with -check or -json")
+		}
+		if flagSet(fs, "queue-type") && kind != migrateTo {
+			return cli.Usagef("-queue-type %s contradicts -migrate %s", kind, migrateTo)
+		}
 	}
 	raw := broker.URL(getenv)
 	vhost, err := broker.VHost(raw)
@@ -56,31 +76,53 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer broker.Close(conn)
 
-	if *check {
-		return runCheck(ctx, conn, raw, vhost, stdout, *asJSON)
+	if migrateTo != "" {
+		return runMigrate(ctx, conn, vhost, migrateTo, stdout)
 	}
-	if err := topo.Declare(conn); err != nil {
-		return explain(err, vhost)
+	if *check {
+		return runCheck(ctx, conn, raw, vhost, kind, stdout, *asJSON)
+	}
+	if err := topo.DeclareFor(conn, kind); err != nil {
+		return explain(conn, err, vhost, kind)
 	}
 	if *asJSON {
 		writeJSON(stdout, declared{VHost: vhost, Declared: counts{
-			Exchanges: len(topo.Exchanges), Queues: len(topo.Queues), Bindings: len(topo.Bindings)}})
+			Exchanges: len(topo.Exchanges), Queues: len(topo.QueuesFor(kind)), Bindings: len(topo.Bindings)}})
 		return nil
 	}
-	fmt.Fprintf(stdout, "topology: declared %d exchanges, %d queues, %d bindings in vhost %q (%s)\n",
-		len(topo.Exchanges), len(topo.Queues), len(topo.Bindings), vhost, broker.Redact(raw))
+	queues := fmt.Sprintf("%d queues", len(topo.QueuesFor(kind)))
+	if kind != topo.Classic {
+		// The default's line stays the lab's; another type says so.
+		queues = fmt.Sprintf("%d %s queues", len(topo.QueuesFor(kind)), kind)
+	}
+	fmt.Fprintf(stdout, "topology: declared %d exchanges, %s, %d bindings in vhost %q (%s)\n",
+		len(topo.Exchanges), queues, len(topo.Bindings), vhost, broker.Redact(raw))
 	return nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // explain turns a failed declaration into a message that says what differs,
 // what the contract wants, and what to do.
-func explain(err error, vhost string) error {
+func explain(conn *amqp.Connection, err error, vhost string, kind topo.QueueType) error {
 	var de *topo.DeclareError
 	if !errors.As(err, &de) {
 		return cli.Exit(cli.ExitUnavailable, err)
 	}
 	switch broker.Code(err) {
 	case 406:
+		// A queue of the other type is not a mistake to delete: it is the
+		// same queue, claims and all, and -migrate moves them.
+		if de.Kind == "queue" {
+			if st, ierr := topo.InspectQueue(conn, de.Name); ierr == nil && st.Type == kind.Other() {
+				return cli.Exitf(cli.ExitConfig, "%s", typePlan(de.Name, vhost, st, kind))
+			}
+		}
 		return cli.Exitf(cli.ExitConfig, "%s %s already exists in vhost %q with other properties: %s\n"+
 			"  wanted: %s\n"+
 			"  remedy: an existing %s cannot be changed in place. If it is empty, delete it\n"+
