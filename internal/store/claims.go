@@ -143,6 +143,9 @@ func (s *SQLite) runTx(batch []*request) error {
 
 // write runs fn in the writer's next transaction and waits for the commit.
 func (s *SQLite) write(ctx context.Context, durable bool, fn func(tx *sql.Tx) error) (err error) {
+	if s.readOnly {
+		return errReadOnly
+	}
 	r := &request{fn: fn, durable: durable, done: make(chan error, 1)}
 	defer func() {
 		if recover() != nil { // send on the closed channel: Close was called

@@ -1,8 +1,10 @@
-// Package store is the consumer's SQLite file (EAI_MQ_DB): the dedup record
-// of processed message_ids, the in-progress claims that keep two consumers
+// Package store is the consumer's dedup store (EAI_MQ_DB): the record of
+// processed message_ids, the in-progress claims that keep two consumers
 // from calling the partner with the same id at once, and the attempt log that
 // says why a claim went to the dead-letter queue. The consumer writes it; the
-// dlq tool reads it. The schema is defined here once, with a version.
+// dlq tool reads it. It is an SQLite file (the lab's, by default), or a
+// PostgreSQL database for consumers on several hosts (a postgres:// URL);
+// each backend's schema is defined here once, with a version.
 package store
 
 import (
@@ -159,7 +161,11 @@ type Store interface {
 // URL selects PostgreSQL, anything else is the path of an SQLite file.
 func Open(location string, o Options) (Store, error) {
 	if isPostgres(location) {
-		return openPostgres(location, o)
+		s, err := OpenPostgres(location, o)
+		if err != nil {
+			return nil, err // not a nil *Postgres inside a non-nil Store
+		}
+		return s, nil
 	}
 	s, err := OpenSQLite(location, o)
 	if err != nil {
@@ -172,11 +178,6 @@ func isPostgres(location string) bool {
 	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
 }
 
-// openPostgres is filled in by the PostgreSQL backend.
-var openPostgres = func(location string, o Options) (Store, error) {
-	return nil, errors.New("the PostgreSQL store is not built yet")
-}
-
 // SQLite is a dedup store in an SQLite file.
 type SQLite struct {
 	db         *sql.DB
@@ -185,6 +186,7 @@ type SQLite struct {
 	owner      string
 	durability string   // the wanted durability of outcome records: full or normal
 	walSync    bool     // fsync the WAL ourselves for durable writes (full, in WAL mode)
+	readOnly   bool     // no writer: Begin and Finish fail
 	wal        *os.File // the WAL, opened for fsync (syncer goroutine only)
 
 	stmts   stmts
@@ -204,6 +206,11 @@ type Options struct {
 	// Owner overrides this process's name in in-progress claims (tests
 	// stand in for a second process with it).
 	Owner string
+	// Conns is the most claims the caller holds in progress at once (the
+	// consumer's --prefetch); PostgreSQL keeps one connection for each,
+	// and two more. 0 means DefaultConns. A Begin beyond it fails rather
+	// than wait for a connection. SQLite ignores it.
+	Conns int
 }
 
 // OpenSQLite opens (creating it, mode 0600, and its directory) the SQLite
@@ -257,7 +264,7 @@ func OpenSQLite(path string, o Options) (*SQLite, error) {
 		o.Owner = Owner()
 	}
 
-	s := &SQLite{db: db, path: given, file: path, owner: o.Owner, durability: o.Synchronous, reqs: make(chan *request, 256), stopped: make(chan struct{})}
+	s := &SQLite{db: db, path: given, file: path, owner: o.Owner, durability: o.Synchronous, readOnly: o.ReadOnly, reqs: make(chan *request, 256), stopped: make(chan struct{})}
 	if err := s.init(o.ReadOnly); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("dedup store %s: %w", given, err)

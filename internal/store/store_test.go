@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,11 +9,74 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"eaimq/internal/pgtest"
 )
 
-func open(t *testing.T, path string, o Options) *SQLite {
+// The behaviour of a store is one, whichever backend keeps it: every test
+// in this file runs against SQLite and PostgreSQL (a subtest each), and
+// the backend-only tests live in sqlite_test.go and postgres_test.go.
+
+var ctx = context.Background()
+
+// backend is what a shared test needs to know of one backend.
+type backend struct {
+	name string
+	// location returns where a new, empty store is.
+	location func(t *testing.T) string
+	// lose makes holder s lose its claim on id in the way its backend
+	// can: SQLite's lease runs out, PostgreSQL's session ends.
+	lose func(t *testing.T, s Store, id string)
+	// setVersion writes schema version v into the open store s.
+	setVersion func(t *testing.T, s Store, v int)
+}
+
+var backends = []backend{
+	{
+		name:     "sqlite",
+		location: func(t *testing.T) string { return filepath.Join(t.TempDir(), "processed.db") },
+		lose: func(t *testing.T, s Store, id string) {
+			t.Helper()
+			if _, err := s.(*SQLite).db.Exec(`UPDATE claims SET lease_until = 0 WHERE message_id = ?`, id); err != nil {
+				t.Fatal(err)
+			}
+		},
+		setVersion: func(t *testing.T, s Store, v int) {
+			t.Helper()
+			if _, err := s.(*SQLite).db.Exec(fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
+				t.Fatal(err)
+			}
+		},
+	},
+	{
+		name:     "postgres",
+		location: pgtestNew,
+		lose: func(t *testing.T, s Store, id string) {
+			t.Helper()
+			terminateHolder(t, s.(*Postgres), id)
+		},
+		setVersion: func(t *testing.T, s Store, v int) {
+			t.Helper()
+			if _, err := s.(*Postgres).pool.Exec(ctx, `UPDATE eaimq_schema SET version = $1`, v); err != nil {
+				t.Fatal(err)
+			}
+		},
+	},
+}
+
+func pgtestNew(t *testing.T) string { return pgtest.New(t) }
+
+// forEachBackend runs f as a subtest for each backend.
+func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+// openStore opens the store at loc and closes it when the test ends.
+func openStore(t *testing.T, loc string, o Options) Store {
 	t.Helper()
-	s, err := OpenSQLite(path, o)
+	s, err := Open(loc, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,141 +84,344 @@ func open(t *testing.T, path string, o Options) *SQLite {
 	return s
 }
 
-var ctx = context.Background()
+// Two holders in two processes: owners on another host, so that SQLite
+// never takes either for a dead process of this one.
+var (
+	holderA = Options{Owner: "elsewhere:1:1"}
+	holderB = Options{Owner: "elsewhere:2:2"}
+)
 
 func TestDedupLifecycle(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sub", "processed.db")
-	s := open(t, path, Options{})
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("file mode: %v %v", fi.Mode(), err)
-	}
-	b, err := s.Begin(ctx, "g1", "C-1", true, time.Minute)
-	if err != nil || b.Result != Acquired || b.Failures != 0 {
-		t.Fatalf("first Begin: %+v %v", b, err)
-	}
-	// A transient failure, then the redelivered copy sees it.
-	if _, err := s.Finish(ctx, "g1", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := s.Begin(ctx, "g1", "", false, time.Minute); b.Result != Acquired || b.Failures != 1 {
-		t.Fatalf("redelivered Begin: %+v, want acquired with 1 failure", b)
-	}
-	// A fresh copy of the same id starts over.
-	if b, _ := s.Begin(ctx, "g1", "", true, time.Minute); b.Result != Acquired || b.Failures != 0 {
-		t.Fatalf("fresh Begin: %+v, want acquired with 0 failures", b)
-	}
-	if out, err := s.Finish(ctx, "g1", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
-		t.Fatal(out, err)
-	}
-	if b, _ := s.Begin(ctx, "g1", "", true, time.Minute); b.Result != Done {
-		t.Fatalf("after ack: %v, want done", b.Result)
-	}
-	s.Close()
-	// The record survives a restart.
-	s2 := open(t, path, Options{})
-	if b, _ := s2.Begin(ctx, "g1", "", true, time.Minute); b.Result != Done {
-		t.Fatalf("after reopen: %v, want done", b.Result)
-	}
-	rec, found, err := s2.Get(ctx, "g1")
-	if err != nil || !found || !rec.Delivered() || rec.Attempts != 2 || rec.ClaimID != "C-1" || rec.LastStatus != 201 || rec.Outcome != OutDelivered {
-		t.Fatalf("record: %+v %v %v", rec, found, err)
-	}
-	as, err := s2.Attempts(ctx, "g1")
-	// The log keeps the failure; the success is told by the record.
-	if err != nil || len(as) != 1 || as[0].Status != 503 || as[0].Outcome != OutRetry {
-		t.Fatalf("attempts: %+v %v", as, err)
-	}
-	var n int
-	if err := s2.db.QueryRow(`SELECT count(*) FROM processed`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("processed view: %d %v", n, err)
-	}
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		s := openStore(t, loc, Options{})
+		b, err := s.Begin(ctx, "g1", "C-1", true, time.Minute)
+		if err != nil || b.Result != Acquired || b.Failures != 0 {
+			t.Fatalf("first Begin: %+v %v", b, err)
+		}
+		// A transient failure, then the redelivered copy sees it.
+		if out, err := s.Finish(ctx, "g1", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil || out != OutRetry {
+			t.Fatal(out, err)
+		}
+		if b, err := s.Begin(ctx, "g1", "", false, time.Minute); err != nil || b.Result != Acquired || b.Failures != 1 {
+			t.Fatalf("redelivered Begin: %+v %v, want acquired with 1 failure", b, err)
+		}
+		// A fresh copy of the same id starts over; the holder may take
+		// its own claim again.
+		if b, err := s.Begin(ctx, "g1", "", true, time.Minute); err != nil || b.Result != Acquired || b.Failures != 0 {
+			t.Fatalf("fresh Begin: %+v %v, want acquired with 0 failures", b, err)
+		}
+		if out, err := s.Finish(ctx, "g1", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
+			t.Fatal(out, err)
+		}
+		if b, _ := s.Begin(ctx, "g1", "", true, time.Minute); b.Result != Done {
+			t.Fatalf("after ack: %v, want done", b.Result)
+		}
+		s.Close()
+		// The record survives a restart.
+		s2 := openStore(t, loc, Options{})
+		if b, _ := s2.Begin(ctx, "g1", "", true, time.Minute); b.Result != Done {
+			t.Fatalf("after reopen: %v, want done", b.Result)
+		}
+		rec, found, err := s2.Get(ctx, "g1")
+		if err != nil || !found || !rec.Delivered() || rec.Attempts != 2 || rec.ClaimID != "C-1" || rec.LastStatus != 201 ||
+			rec.Outcome != OutDelivered || rec.DoneAt.IsZero() || rec.MessageID != "g1" {
+			t.Fatalf("record: %+v %v %v", rec, found, err)
+		}
+		as, err := s2.Attempts(ctx, "g1")
+		// The log keeps the failure; the success is told by the record.
+		if err != nil || len(as) != 1 || as[0].Status != 503 || as[0].Outcome != OutRetry || !as[0].Called {
+			t.Fatalf("attempts: %+v %v", as, err)
+		}
+	})
 }
 
-func TestLeaseBetweenProcesses(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "p.db")
-	a := open(t, path, Options{Owner: "elsewhere:1:1"})
-	b := open(t, path, Options{})
-	if got, _ := a.Begin(ctx, "g", "", true, 300*time.Millisecond); got.Result != Acquired {
-		t.Fatal("a did not acquire")
-	}
-	if got, _ := b.Begin(ctx, "g", "", true, time.Minute); got.Result != Busy {
-		t.Fatalf("b: %v, want busy while a's lease runs", got.Result)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := b.Begin(ctx, "g", "", true, time.Minute)
-		if err != nil {
+// TestBusyBetweenHolders: while one holder has a claim in progress another
+// is told Busy; when the first finishes or loses it (SQLite: its lease ran
+// out; PostgreSQL: its session ended), the other takes it.
+func TestBusyBetweenHolders(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
+		if got, err := a.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != Acquired {
+			t.Fatalf("a: %+v %v", got, err)
+		}
+		for range 2 {
+			if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != Busy {
+				t.Fatalf("b: %+v %v, want busy while a holds it", got, err)
+			}
+		}
+		if _, err := a.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil {
 			t.Fatal(err)
 		}
-		if got.Result == Acquired {
-			break
+		if got, err := b.Begin(ctx, "g", "", false, time.Hour); err != nil || got.Result != Acquired || got.Failures != 1 {
+			t.Fatalf("b after a finished: %+v %v, want acquired with a's failure", got, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lease never expired")
+		if got, _ := a.Begin(ctx, "g", "", true, time.Hour); got.Result != Busy {
+			t.Fatalf("a: %v, want busy while b holds it", got.Result)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func TestDeadOwnerOnThisHostIsTakenAtOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "p.db")
-	host, _ := os.Hostname()
-	// pid 1's start time is never "x": the owner is gone.
-	a := open(t, path, Options{Owner: fmt.Sprintf("%s:1:x", host)})
-	b := open(t, path, Options{})
-	a.Begin(ctx, "g", "", true, time.Hour)
-	if got, _ := b.Begin(ctx, "g", "", true, time.Hour); got.Result != Acquired {
-		t.Fatalf("b: %v, want acquired: the owner no longer runs", got.Result)
-	}
+		be.lose(t, b, "g")
+		if got, err := a.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != Acquired {
+			t.Fatalf("a after b lost it: %+v %v, want acquired", got, err)
+		}
+	})
 }
 
 // TestOneWinnerUnderConcurrency: many goroutines on two stores (two
-// processes sharing one file) race for one id; exactly one gets it.
+// processes sharing one store) race for one id; one store gets it. (A
+// store may take its own claim twice; the consumer never asks it to.)
 func TestOneWinnerUnderConcurrency(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "p.db")
-	stores := []*SQLite{open(t, path, Options{Owner: "x:1:1"}), open(t, path, Options{Owner: "y:2:2"})}
-	for round := range 20 {
-		id := fmt.Sprintf("g%d", round)
-		var won atomic.Int32
-		var wg sync.WaitGroup
-		for i := range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				got, err := stores[i%2].Begin(ctx, id, "", true, time.Minute)
-				if err != nil {
-					t.Error(err)
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		stores := []Store{openStore(t, loc, holderA), openStore(t, loc, holderB)}
+		for round := range 20 {
+			id := fmt.Sprintf("g%d", round)
+			var won [2]atomic.Int32
+			var wg sync.WaitGroup
+			for i := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got, err := stores[i%2].Begin(ctx, id, "", true, time.Minute)
+					if err != nil {
+						t.Error(err)
+					}
+					if got.Result == Acquired {
+						won[i%2].Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			winners, winner := 0, 0
+			for i := range won {
+				if won[i].Load() > 0 {
+					winners, winner = winners+1, i
 				}
-				if got.Result == Acquired {
-					won.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		// The same owner may take its own claim twice; across owners only
-		// one. Each store asks 8 times: at most one of the two owners won.
-		var owners int
-		for _, s := range stores {
-			var o sql.NullString
-			s.db.QueryRow(`SELECT owner FROM claims WHERE message_id = ?`, id).Scan(&o)
-			if o.String == s.owner {
-				owners++
+			}
+			if winners != 1 {
+				t.Fatalf("round %d: %d stores acquired it (%d, %d)", round, winners, won[0].Load(), won[1].Load())
+			}
+			if _, err := stores[winner].Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if owners != 1 || won.Load() == 0 {
-			t.Fatalf("round %d: %d owners hold it, %d acquired", round, owners, won.Load())
-		}
-	}
+	})
 }
 
 func TestNewerSchemaRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "p.db")
-	s := open(t, path, Options{})
-	if _, err := s.db.Exec("PRAGMA user_version = 99"); err != nil {
-		t.Fatal(err)
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		s := openStore(t, loc, Options{})
+		be.setVersion(t, s, 99)
+		s.Close()
+		for _, ro := range []bool{false, true} {
+			if s, err := Open(loc, Options{ReadOnly: ro}); err == nil {
+				s.Close()
+				t.Fatalf("read-only %v: a newer schema was accepted", ro)
+			}
+		}
+	})
+}
+
+// TestLateHolderCannotOverwrite: a holder that lost its claim (its lease
+// ran out, its session ended), and whose claim another holder took and
+// delivered, must not turn the done record back into a failure: its
+// delivery is acked as a duplicate instead.
+func TestLateHolderCannotOverwrite(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		late, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
+		if b, _ := late.Begin(ctx, "g", "", true, time.Hour); b.Result != Acquired {
+			t.Fatal("late did not acquire")
+		}
+		be.lose(t, late, "g")
+		if b, _ := other.Begin(ctx, "g", "", true, time.Hour); b.Result != Acquired {
+			t.Fatalf("other: %v", b.Result)
+		}
+		// The late holder fails while the other holds it: it records its
+		// call, not a state.
+		if out, err := late.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil || out != OutRetry {
+			t.Fatal(out, err)
+		}
+		rec, _, _ := other.Get(ctx, "g")
+		if rec.State != "inflight" || rec.Attempts != 1 {
+			t.Fatalf("a late failure released another holder's claim: %+v", rec)
+		}
+		if out, _ := other.Finish(ctx, "g", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); out != OutDelivered {
+			t.Fatalf("other: %v", out)
+		}
+		out, err := late.Finish(ctx, "g", Attempt{Status: 0, Error: "timeout", Outcome: OutFailed, Detail: "x", Called: true})
+		if err != nil || out != OutDuplicate {
+			t.Fatalf("late finish after done: %v %v, want the duplicate outcome", out, err)
+		}
+		rec, _, _ = other.Get(ctx, "g")
+		if !rec.Delivered() || rec.Outcome != OutDelivered || rec.Attempts != 3 {
+			t.Fatalf("the done record was overwritten: %+v", rec)
+		}
+		as, _ := other.Attempts(ctx, "g")
+		if len(as) != 2 || as[0].Outcome != OutRetry || as[1].Outcome != OutDuplicate {
+			t.Fatalf("attempts: %+v, want the late failure and the duplicate", as)
+		}
+	})
+}
+
+// TestLateAcceptanceIsRecorded: a late holder whose answer was the
+// acceptance records it even though another holds the claim now:
+// acceptance is the truth whoever heard it. The other then learns that the
+// claim was delivered meanwhile.
+func TestLateAcceptanceIsRecorded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		late, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
+		late.Begin(ctx, "g", "", true, time.Hour)
+		be.lose(t, late, "g")
+		if b, _ := other.Begin(ctx, "g", "", true, time.Hour); b.Result != Acquired {
+			t.Fatalf("other: %v", b.Result)
+		}
+		if out, err := late.Finish(ctx, "g", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
+			t.Fatalf("late acceptance: %v %v", out, err)
+		}
+		if out, err := other.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil || out != OutDuplicate {
+			t.Fatalf("other after the late acceptance: %v %v, want duplicate", out, err)
+		}
+		if b, _ := other.Begin(ctx, "g", "", false, time.Hour); b.Result != Done {
+			t.Fatalf("next copy: %v, want done", b.Result)
+		}
+	})
+}
+
+// TestRedeliveredDeadIsNotTriedAgain: the dead-letter decision is on record
+// but the reject never reached the broker; the redelivered copy meets it.
+// A fresh copy (a replay, a republish) is tried again.
+func TestRedeliveredDeadIsNotTriedAgain(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		s, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
+		s.Begin(ctx, "g", "", true, time.Minute)
+		if _, err := s.Finish(ctx, "g", Attempt{Status: 422, Outcome: OutRejected, Detail: "rejected by the claim system", Called: true}); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := s.Begin(ctx, "g", "", false, time.Minute); b.Result != DeadBefore || b.Prior != OutRejected {
+			t.Fatalf("redelivered: %+v, want dead before with the recorded reason", b)
+		}
+		// DeadBefore holds nothing: another holder's fresh copy is tried.
+		if b, _ := other.Begin(ctx, "g", "", true, time.Minute); b.Result != Acquired {
+			t.Fatalf("fresh: %+v, want acquired", b)
+		}
+	})
+}
+
+// TestDoneHoldsNothing: a Begin that finds the claim done (or dead before)
+// leaves no claim held behind it.
+func TestDoneHoldsNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
+		a.Begin(ctx, "g", "", true, time.Minute)
+		a.Finish(ctx, "g", Attempt{Status: 201, Outcome: OutDelivered, Called: true})
+		for range 3 {
+			for _, s := range []Store{a, b} {
+				if got, err := s.Begin(ctx, "g", "", true, time.Minute); err != nil || got.Result != Done {
+					t.Fatalf("%+v %v, want done", got, err)
+				}
+			}
+		}
+	})
+}
+
+// TestReadAPI: what dlq reads back. A decision made without a Begin (no
+// id, unsendable) is kept too, under any bytes an id may hold, with error
+// text that is not valid UTF-8.
+func TestReadAPI(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		s := openStore(t, loc, Options{})
+		if _, found, err := s.Get(ctx, "nothing"); found || err != nil {
+			t.Fatalf("Get of an unknown id: %v %v", found, err)
+		}
+		if as, err := s.Attempts(ctx, "nothing"); len(as) != 0 || err != nil {
+			t.Fatalf("Attempts of an unknown id: %v %v", as, err)
+		}
+		for _, id := range []string{"plain", "a\x00b", "\xff\xfe", `\x41`, "sha256:0011"} {
+			detail := OutUnsendable.Describe(0, 0)
+			at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+			out, err := s.Finish(ctx, id, Attempt{At: at, Redelivered: true, Outcome: OutUnsendable, Detail: detail, Error: "bad \xe3\x81 byte\x00"})
+			if err != nil || out != OutUnsendable {
+				t.Fatalf("%q: %v %v", id, out, err)
+			}
+			rec, found, err := s.Get(ctx, id)
+			if err != nil || !found || rec.MessageID != id || rec.State != "dead" || rec.Outcome != OutUnsendable ||
+				rec.DeadReason != detail || rec.Attempts != 0 || rec.LastError == "" || rec.UpdatedAt.IsZero() {
+				t.Fatalf("%q: %+v %v %v", id, rec, found, err)
+			}
+			as, err := s.Attempts(ctx, id)
+			if err != nil || len(as) != 1 || as[0].Outcome != OutUnsendable || !as[0].Redelivered || !as[0].At.Equal(at) {
+				t.Fatalf("%q attempts: %+v %v", id, as, err)
+			}
+		}
+		// Each odd id is its own record: `\xfffe` is not "\xff\xfe".
+		if _, found, _ := s.Get(ctx, `\xfffe`); found {
+			t.Fatal("`\\xfffe` found: another id's record was taken for it")
+		}
+		s.Begin(ctx, "r", "C-9", true, time.Minute)
+		s.Finish(ctx, "r", Attempt{Status: 422, Error: "docs missing", Outcome: OutRejected, Detail: "rejected by the claim system", Latency: 25 * time.Millisecond, Called: true})
+		rec, _, _ := s.Get(ctx, "r")
+		if rec.ClaimID != "C-9" || rec.LastStatus != 422 || rec.LastError != "docs missing" || rec.Outcome != OutRejected || rec.Attempts != 1 || !rec.DoneAt.IsZero() {
+			t.Fatalf("rejected record: %+v", rec)
+		}
+		as, _ := s.Attempts(ctx, "r")
+		if len(as) != 1 || as[0].Latency != 25*time.Millisecond || as[0].Error != "docs missing" || as[0].Status != 422 {
+			t.Fatalf("rejected attempts: %+v", as)
+		}
+	})
+}
+
+// TestReadOnly: dlq opens the store read-only: it reads, it never writes,
+// and it does not create or migrate a store.
+func TestReadOnly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		if s, err := Open(loc, Options{ReadOnly: true}); err == nil {
+			s.Close()
+			t.Fatal("read-only open of a store never written succeeded")
+		}
+		w := openStore(t, loc, Options{})
+		w.Finish(ctx, "g", Attempt{Outcome: OutNoID, Detail: ReasonNoID})
+		r := openStore(t, loc, Options{ReadOnly: true})
+		if rec, found, err := r.Get(ctx, "g"); err != nil || !found || rec.Outcome != OutNoID {
+			t.Fatalf("read-only Get: %+v %v %v", rec, found, err)
+		}
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if _, err := r.Begin(c, "h", "", true, time.Minute); err == nil {
+			t.Fatal("a read-only store took a claim")
+		}
+	})
+}
+
+// TestPathNamesTheStore: Path is the location as the user gave it, without
+// a password.
+func TestPathNamesTheStore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		if be.name == "postgres" {
+			// Trust authentication ignores the password.
+			loc = withPassword(t, loc, "s3cret-pw")
+		}
+		s := openStore(t, loc, Options{})
+		if got := s.Path(); got != RedactURL(loc) && got != loc {
+			t.Fatalf("Path() = %q", got)
+		}
+		if be.name == "postgres" && (s.Path() == loc || containsAny(s.Path(), "s3cret-pw")) {
+			t.Fatalf("Path() = %q shows the password", s.Path())
+		}
+	})
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envHelper) != "" {
+		holdClaimAndWait()
+		return
 	}
-	s.Close()
-	if _, err := Open(path, Options{}); err == nil {
-		t.Fatal("a newer schema was accepted")
-	}
+	os.Exit(m.Run())
 }

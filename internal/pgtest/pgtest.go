@@ -1,0 +1,89 @@
+// Package pgtest gives each test its own temporary database on the real
+// PostgreSQL server, dropped when the test ends. No test touches another
+// test's database, and none is mocked.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EnvBaseURL overrides the server the tests use; its database is the one
+// they connect to in order to create and drop theirs (default postgres).
+const EnvBaseURL = "EAIMQ_TEST_PG_URL"
+
+// DefaultBaseURL is the server scripts/pg-up.sh starts: trust
+// authentication for user postgres over TCP on the loopback address.
+const DefaultBaseURL = "postgres://postgres@127.0.0.1:5432/postgres"
+
+const howToStart = "start it with scripts/pg-up.sh (or run scripts/test.sh, which does)"
+
+// New creates a database with a random name, returns the postgres:// URL
+// that reaches it, and drops it in t.Cleanup (terminating any session a
+// test left on it, such as one holding a claim). It fails the test, saying
+// how to start the server, when the server cannot be reached.
+func New(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(EnvBaseURL)
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parse %s: %v", EnvBaseURL, err)
+	}
+	admin := connect(t, base)
+	defer admin.Close(context.Background())
+
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := "eaimq_test_" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		a := connect(t, base)
+		defer a.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := a.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u.Path = "/" + name
+	return u.String()
+}
+
+func connect(t testing.TB, base string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("PostgreSQL is not reachable at %s: %v; %s", redacted(base), err, howToStart)
+	}
+	return c
+}
+
+// redacted is base without its password, for the failure message.
+func redacted(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "$" + EnvBaseURL
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	return u.String()
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package store
+
+import (
+	"syscall"
+	"time"
+)
+
+// setUserTimeout does nothing where there is no TCP_USER_TIMEOUT; keepalive
+// alone bounds the wait.
+func setUserTimeout(time.Duration) func(network, address string, c syscall.RawConn) error {
+	return nil
+}

@@ -1,0 +1,79 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// SQLite-only tests: the file itself, the lease, the dead process on this
+// host. (harden_test.go has the file-system cases.)
+
+func open(t *testing.T, path string, o Options) *SQLite {
+	t.Helper()
+	s, err := OpenSQLite(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestSQLiteFile: the file is created 0600 in a new directory, and the lab's
+// word for the record, the processed view, lists delivered ids.
+func TestSQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "processed.db")
+	s := open(t, path, Options{})
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode: %v %v", fi.Mode(), err)
+	}
+	s.Begin(ctx, "g1", "C-1", true, time.Minute)
+	s.Finish(ctx, "g1", Attempt{Status: 201, Outcome: OutDelivered, Called: true})
+	s.Begin(ctx, "g2", "C-2", true, time.Minute)
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM processed`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("processed view: %d %v", n, err)
+	}
+}
+
+// TestSQLiteLeaseRunsOut: a claim whose holder stops answering is free
+// again when its lease has run out.
+func TestSQLiteLeaseRunsOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.db")
+	a := open(t, path, Options{Owner: "elsewhere:1:1"})
+	b := open(t, path, Options{})
+	if got, _ := a.Begin(ctx, "g", "", true, 300*time.Millisecond); got.Result != Acquired {
+		t.Fatal("a did not acquire")
+	}
+	if got, _ := b.Begin(ctx, "g", "", true, time.Minute); got.Result != Busy {
+		t.Fatalf("b: %v, want busy while a's lease runs", got.Result)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := b.Begin(ctx, "g", "", true, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Result == Acquired {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never expired")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestDeadOwnerOnThisHostIsTakenAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.db")
+	host, _ := os.Hostname()
+	// pid 1's start time is never "x": the owner is gone.
+	a := open(t, path, Options{Owner: fmt.Sprintf("%s:1:x", host)})
+	b := open(t, path, Options{})
+	a.Begin(ctx, "g", "", true, time.Hour)
+	if got, _ := b.Begin(ctx, "g", "", true, time.Hour); got.Result != Acquired {
+		t.Fatalf("b: %v, want acquired: the owner no longer runs", got.Result)
+	}
+}
