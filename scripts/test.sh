@@ -15,6 +15,8 @@ command -v gcc >/dev/null || { echo "test.sh: gcc is needed for go-sqlite3 (cgo)
 
 echo "== broker"
 scripts/mq-up.sh
+echo "== postgresql"
+scripts/pg-up.sh
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
