@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"eaimq/internal/pgtest"
 )
 
 // BenchmarkBeginFinish is the store's share of one delivered claim (Begin,
@@ -49,5 +51,46 @@ func BenchmarkBeginFinish(b *testing.B) {
 				wg.Wait()
 			})
 		}
+	}
+}
+
+// BenchmarkPostgresBeginFinish is the same on PostgreSQL (a local server).
+//
+//	go test -run '^$' -bench PostgresBeginFinish ./internal/store
+func BenchmarkPostgresBeginFinish(b *testing.B) {
+	loc := pgtest.New(b)
+	for _, p := range []int{1, 5, 20} {
+		b.Run(fmt.Sprintf("P=%d", p), func(b *testing.B) {
+			s, err := OpenPostgres(loc, Options{Conns: p})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range p {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						id := fmt.Sprintf("%s-id-%d", b.Name(), i)
+						if _, err := s.Begin(ctx, id, "C", true, time.Minute); err != nil {
+							b.Error(err)
+							return
+						}
+						if _, err := s.Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
 	}
 }

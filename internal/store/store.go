@@ -141,7 +141,10 @@ func migrate2(ctx context.Context, tx *sql.Tx) error {
 type Store interface {
 	// Begin takes message id in progress for this holder, unless it is
 	// done already, held by another live holder, or (for a redelivered
-	// copy) dead-lettered before; see Begun.
+	// copy) dead-lettered before; see Begun. On SQLite a claim whose
+	// holder stops answering is free again after lease; on PostgreSQL a
+	// claim lives exactly as long as its holder's session, and lease is
+	// not used (see Postgres).
 	Begin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (Begun, error)
 	// Finish records the outcome of a claim this holder took with Begin
 	// (or of one decided without a call) and releases it; the caller acts
