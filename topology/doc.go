@@ -7,7 +7,8 @@
 //
 // Usage:
 //
-//	topology [-check] [-json] [-timeout d]
+//	topology [-check] [-json] [-queue-type classic|quorum] [-timeout d]
+//	topology -migrate classic|quorum [-timeout d]
 //	topology -h | -version
 //
 // What it declares, in this order (the dead-letter side first, so that
@@ -21,6 +22,22 @@
 //	binding  eai.claim -> claim.in   key claim
 //	binding  eai.dlx   -> claim.dead key claim.dead
 //
+// With -queue-type quorum, claim.in and claim.dead are quorum queues,
+// replicated over the nodes of a cluster (scripts/cluster.sh starts a
+// local one); the lab's single node takes them too:
+//
+//	queue    claim.dead  durable, x-queue-type=quorum
+//	queue    claim.in    durable, x-queue-type=quorum,
+//	                     x-dead-letter-exchange=eai.dlx,
+//	                     x-dead-letter-routing-key=claim.dead,
+//	                     x-dead-letter-strategy=at-least-once,
+//	                     x-overflow=reject-publish
+//
+// At-least-once dead-lettering keeps a rejected claim in claim.in until
+// claim.dead has confirmed it (the default drops it from claim.in first,
+// and a node failing in between loses it); the broker does it only for a
+// queue with x-overflow=reject-publish.
+//
 // If an object already exists with other properties, the broker answers
 // 406 PRECONDITION_FAILED; topology prints which property differs, what it
 // wants, and what to do, and exits 78.
@@ -30,12 +47,21 @@
 // properties (a no-op when they match, a 406 when they differ), and the
 // bindings are read with rabbitmqctl list_bindings when the broker is on this
 // machine (AMQP 0-9-1 cannot list them). Each missing or differing piece is
-// reported on its own line.
+// reported on its own line. -check checks the queues of -queue-type (classic
+// by default): a quorum queue's line shows x-queue-type=quorum, and a queue
+// of the other type is reported as such ("a quorum queue, not classic
+// (N ready); topology -migrate classic moves it, claims and all").
 //
 // Flags (-flag and --flag are the same):
 //
 //	-check       verify the topology and change nothing
 //	-json        print the result as one JSON object (see Output)
+//	-queue-type t
+//	             classic (default) or quorum: the type of claim.in and
+//	             claim.dead, to declare or to -check
+//	-migrate t   move claim.in and claim.dead, with their claims, to type
+//	             t (classic or quorum); not with -check or -json, and
+//	             -queue-type, if given, must be the same
 //	-timeout d   longest wait for the connection: TCP connect and the TLS
 //	             and AMQP handshakes together (default 10s; 0 or less
 //	             also means 10s)
@@ -59,6 +85,11 @@
 // line,
 //
 //	topology: declared 2 exchanges, 2 queues, 2 bindings in vhost "/" (amqp://guest:xxxxx@127.0.0.1:5672/%2F)
+//
+// ("2 quorum queues" with -queue-type quorum); a migration one line per
+// step and a last line
+//
+//	topology: migrated claim.in and claim.dead to quorum queues in vhost "/": moved 1050 claim(s)
 //
 // and -check one line per object, starting with "ok" or "PROBLEM", then the
 // object as the contract wants it and what is wrong with it:
@@ -88,16 +119,25 @@
 //
 // Exit status:
 //
-//	0    declared (or, with -check, everything is as the contract says)
-//	2    usage error, or an EAI_AMQP_URL that cannot be used (unparsable,
+//	0    declared (or, with -check, everything is as the contract says;
+//	     with -migrate, both queues are of the type asked)
+//	2    usage error (an unknown -queue-type or -migrate type, -migrate
+//	     with -check or -json or another -queue-type), or an EAI_AMQP_URL that cannot be used (unparsable,
 //	     port out of range)
 //	69   the broker cannot be reached: refused, unreachable, no answer
-//	     within -timeout, or amqps:// against a port that does not speak TLS
+//	     within -timeout, or amqps:// against a port that does not speak TLS;
+//	     or -migrate stopped midway on a broker error (run it again)
+//	75   -migrate: another migration holds the vhost's lock, or the broker
+//	     still holds a stopped one's connection (run it again later)
 //	77   the broker refused the user or password
 //	78   an object differs from the contract (406), or the user may not
 //	     declare it (403), or -check found one missing or different; or
 //	     the vhost does not exist; or a TLS setting is wrong (the broker's
 //	     certificate is not trusted or not valid for the URL's host, a
-//	     certificate file cannot be read)
-//	130  interrupted (SIGINT, SIGTERM) while connecting
+//	     certificate file cannot be read); or claim.in or claim.dead exists
+//	     with the other queue type (the message has the -migrate plan); or
+//	     -migrate found a consumer attached ("stop the consumers first") or
+//	     a queue that matches neither type
+//	130  interrupted (SIGINT, SIGTERM) while connecting, or during -migrate
+//	     (between two batches; run it again to finish)
 package main
