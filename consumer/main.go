@@ -103,7 +103,7 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 		soft, cancel = context.WithTimeout(soft, time.Duration(*maxSeconds*float64(time.Second)))
 		defer cancel()
 	}
-	st, err := store.Open(store.Path(getenv), store.Options{Synchronous: mode})
+	st, err := store.Open(store.Path(getenv), store.Options{Synchronous: mode, Conns: *prefetch})
 	if err != nil {
 		return cli.Exit(cli.ExitIOErr, err)
 	}
