@@ -7,6 +7,7 @@ set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
 scripts/mq-up.sh >/dev/null
+scripts/pg-up.sh >/dev/null
 go test -run '^$' -bench 'PublishVsBare' -benchtime 20x ./publish
 go test -run '^$' -bench 'PublishProcess' -benchtime 40x ./publish
 go test -run '^$' -bench 'PublishRSS' -benchtime 1x ./publish
