@@ -41,6 +41,11 @@ import (
 // was before the previous holder's last commit), and because Finish commits
 // before it unlocks.
 //
+// The session must be the holder's own, from Begin to Finish: a pooler
+// between the consumer and the server (PgBouncer) must run in session
+// mode, since in transaction mode another client's transactions would run
+// in the session that holds the lock.
+//
 // The limit: the lock is the session, not the process. A holder that is
 // alive but has lost its session (the server restarted, the network between
 // it and the server broke for longer than the keepalive bound, an operator
@@ -231,6 +236,18 @@ func (s *Postgres) init(ctx context.Context, o Options) error {
 		level = "on"
 	}
 	s.beginFinish = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit TO " + level
+
+	// A pool the server cannot give fails at the Nth claim in flight,
+	// mid-run; say so now. (Other clients' connections count too; this
+	// catches only what can never work.)
+	var room int
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int
+		- current_setting('superuser_reserved_connections')::int`).Scan(&room); err != nil {
+		return err
+	}
+	if need := s.maxHeld + 2; !o.ReadOnly && need > room {
+		return fmt.Errorf("%d claims in flight (Options.Conns, the consumer's --prefetch) need %d connections; the server allows %d (max_connections)", s.maxHeld, need, room)
+	}
 
 	v, err := s.version(ctx, s.pool)
 	switch {

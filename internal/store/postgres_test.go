@@ -272,6 +272,16 @@ func TestPostgresConns(t *testing.T) {
 	}
 }
 
+// TestPostgresConnsBeyondTheServer: a store that could never get its
+// connections is refused at Open, not at the Nth claim.
+func TestPostgresConnsBeyondTheServer(t *testing.T) {
+	loc := pgtest.New(t)
+	_, err := OpenPostgres(loc, Options{Conns: 65535})
+	if err == nil || !strings.Contains(err.Error(), "max_connections") {
+		t.Fatalf("Conns 65535: %v, want refused", err)
+	}
+}
+
 func TestRedactURL(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"postgres://u:s3cret@db:5432/eaimq", "postgres://u:xxxxx@db:5432/eaimq"},
