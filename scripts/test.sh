@@ -4,8 +4,10 @@
 #   scripts/test.sh              everything: format, vet, tidy, go test -race, a bounded fuzz
 #   scripts/test.sh -run Foo     extra arguments go to go test
 #
-# It first runs scripts/mq-up.sh, which installs and starts RabbitMQ when
-# this machine has none. Every broker test makes its own temporary vhost.
+# It first runs scripts/mq-up.sh and scripts/pg-up.sh, which install and
+# start RabbitMQ and PostgreSQL when this machine has none. Every broker
+# test makes its own temporary vhost, every store test its own database;
+# the cluster tests start scripts/cluster.sh's nodes and stop them again.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
