@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -117,4 +118,41 @@ func TestFaultConsumerKilledPostgres(t *testing.T) {
 	w.account("a consumer SIGKILLed holding claims, two others running, PostgreSQL store", published, prefetch,
 		fmt.Sprintf("≤ prefetch %d (its calls the partner finished, never recorded)", prefetch),
 		fmt.Sprintf("all delivered %.1fs after the kill (--http-timeout 60s: a lease would hold them 150 s)", took.Seconds()))
+}
+
+// TestFaultMigrateToQuorum: a classic claim.in holding 1,000 claims (and
+// dead letters in claim.dead) is moved to quorum queues with topology
+// -migrate quorum; a consumer then drains it. Every claim is delivered
+// once, every dead letter is still there, none twice.
+func TestFaultMigrateToQuorum(t *testing.T) {
+	const claims, dead = 1000, 20
+	w := newWorld(t) // classic topology, as the lab declares it
+	deadOnes := w.publishFiles(brokertest.Claims("mq-dead", "C-mqd", dead, false)...)
+	w.drainWith() // the 422s go to claim.dead
+	published := w.publishFiles(brokertest.Claims("mq", "C-mq", claims, true)...)
+	if q := w.vh.Queues(t); q[topo.Queue].Messages != claims || q[topo.DeadQueue].Messages != dead {
+		t.Fatalf("before: %+v", q)
+	}
+	r := w.run("topology", "-migrate", "quorum")
+	if r.code != 0 {
+		t.Fatalf("topology -migrate quorum: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	out, err := w.vh.Ctl.Run(context.Background(), "-q", "list_queues", "-p", w.vh.Name, "--no-table-headers", "name", "type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"claim.in\tquorum", "claim.dead\tquorum"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("after the migration, want %q in:\n%s", want, out)
+		}
+	}
+	// Counts from the queues' leaders (a passive declare): list_queues
+	// shows a quorum queue's counts as of its last stats tick.
+	if in, d := w.vh.Depth(t, topo.Queue), w.vh.Depth(t, topo.DeadQueue); in != claims || d != dead {
+		t.Errorf("after the migration: claim.in %d, claim.dead %d; want %d, %d", in, d, claims, dead)
+	}
+	w.drainWith()
+	w.calledEach(published, 1, "moved once, delivered once")
+	w.account("classic -> quorum migration with 1,000 claims and 20 dead letters", append(published, deadOnes...), 0, "0",
+		"topology -migrate quorum, then a consumer drains the quorum claim.in")
 }
