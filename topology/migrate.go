@@ -260,9 +260,19 @@ func rebind(ch *amqp.Channel, bind topo.BindingSpec, to, from string) error {
 // queue nobody else is bound to or told the name of.
 func drain(ctx context.Context, conn *amqp.Connection, src string, srcType topo.QueueType, dst string, stdout io.Writer) (int, error) {
 	quorum := srcType == topo.Quorum
+	// The channel the claims are taken on stays open until src is
+	// deleted. A quorum queue can drop acks that arrive just before their
+	// channel closes and return those claims to the queue, though their
+	// copies are confirmed in dst (rabbitmq-server#10327); with src gone
+	// first, there is nothing to return them to.
+	get, err := conn.Channel()
+	if err != nil {
+		return 0, fmt.Errorf("open channel: %w", err)
+	}
+	defer get.Close()
 	total := 0
 	for pass := 1; ; pass++ {
-		n, err := move(ctx, conn, src, dst, stdout)
+		n, err := move(ctx, conn, get, src, dst, stdout)
 		total += n
 		if err != nil {
 			return total, err
@@ -324,12 +334,7 @@ func peek(conn *amqp.Connection, queue string) (q amqp.Queue, exists bool, err e
 // (for at most moveWindow claims, after a crash) in both; never in
 // neither. On an error the unacked originals go back to src when their
 // channel closes.
-func move(ctx context.Context, conn *amqp.Connection, src, dst string, stdout io.Writer) (int, error) {
-	get, err := conn.Channel()
-	if err != nil {
-		return 0, fmt.Errorf("open channel: %w", err)
-	}
-	defer get.Close()
+func move(ctx context.Context, conn *amqp.Connection, get *amqp.Channel, src, dst string, stdout io.Writer) (int, error) {
 	pch, err := conn.Channel()
 	if err != nil {
 		return 0, fmt.Errorf("open channel: %w", err)
