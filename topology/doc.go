@@ -40,7 +40,40 @@
 //
 // If an object already exists with other properties, the broker answers
 // 406 PRECONDITION_FAILED; topology prints which property differs, what it
-// wants, and what to do, and exits 78.
+// wants, and what to do, and exits 78. When the difference is the queue
+// type (claim.in is a classic queue and -queue-type quorum was asked, or
+// the other way round), it says so, with how many claims the queue holds,
+// and gives the plan: stop the consumers, then run topology -migrate. It
+// never deletes a queue.
+//
+// With -migrate TYPE it moves claim.dead, then claim.in, to queues of that
+// type, claims and all, losing none. A queue's type cannot be changed in
+// place, so each goes through a temporary queue of the new type,
+// NAME.migrating: it is bound as NAME is, NAME is unbound (new claims now
+// land in the temporary queue), every message is moved into it, NAME is
+// deleted only when empty and declared again with the new type, bound, the
+// temporary queue unbound, and everything moved back; the temporary queue
+// is deleted when empty. A message is moved by basic.get, a publish of the
+// same body, properties and headers (x-death included) with publisher
+// confirms and the mandatory flag, and an ack of the original only once
+// the copy is confirmed and not returned: a claim is always in one of the
+// two queues. Every step is idempotent and chosen from what exists, so a
+// migration that stopped midway (a crash, a signal, a lost connection) is
+// finished by running the same command again. A crash inside a batch of
+// 100 can leave up to 100 claims in both queues with one message_id; the
+// consumer's dedup record absorbs them. So can a stop while taking from a
+// quorum queue: RabbitMQ may drop acks that reach a quorum queue just
+// before their channel closes (rabbitmq-server#10327) and return claims
+// whose copies are already confirmed. A claim published at the instant two
+// queues are bound is routed to both, and absorbed the same way. Moved
+// messages lose only the broker's redelivered flag. It prints its progress
+// and, last, "moved N claim(s)".
+//
+// -migrate refuses before changing anything (exit 78, "stop the consumers
+// first") when a consumer is attached to claim.in or claim.dead: it would
+// race the move. It holds an exclusive queue, claim.migrating.lock, while
+// it runs; a second -migrate in the same vhost, or one started while the
+// broker still holds the connection of a run that died, exits 75.
 //
 // With -check it declares nothing new: a passive declare tells whether each
 // exchange and queue exists, an existing one is redeclared with the wanted
