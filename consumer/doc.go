@@ -51,7 +51,7 @@
 // consumer died before calling the partner keeps its retry; a fresh copy
 // (not redelivered) is a first delivery even if older copies failed.
 //
-// Dedup: processed message_ids live in SQLite (EAI_MQ_DB). A delivery whose
+// Dedup: processed message_ids live in SQLite, or PostgreSQL (EAI_MQ_DB). A delivery whose
 // id is recorded is acked without calling the partner, across restarts. The
 // lab's own processed.db (consumer.py's processed table) is adopted: every
 // message_id in it counts as delivered. EAI_MQ_DB may be a symbolic link;
@@ -98,13 +98,19 @@
 //
 //	EAI_AMQP_URL   broker address (default amqp://guest:guest@127.0.0.1:5672/%2F);
 //	               amqps:// speaks TLS 1.2 or later and checks the broker's
-//	               certificate against the URL's host name
+//	               certificate against the URL's host name; several
+//	               addresses separated by commas (a cluster's nodes, one
+//	               vhost): the first that answers is used, and a reconnect
+//	               fails over to the next
 //	EAI_AMQP_CA    PEM file of the CA that signs the broker's certificate
 //	               (default: the system's roots)
 //	EAI_AMQP_CERT  PEM client certificate and its key, for a broker that
 //	EAI_AMQP_KEY   asks for one
 //	EAI_MQ_DB      dedup store (default /root/eaimw/mq/processed.db; created
-//	               with its directory, mode 0600)
+//	               with its directory, mode 0600); or a postgres:// URL: one
+//	               store for consumers on several hosts, where a claim in
+//	               progress is a lock of the holder's own database session,
+//	               released at once when it dies
 //
 // Output: one log line per claim on stderr (message_id, claimId, outcome,
 // reason, status, latency), and the warnings; on stdout, at exit, one

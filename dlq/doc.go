@@ -101,12 +101,15 @@
 //
 //	EAI_AMQP_URL   broker address (default amqp://guest:guest@127.0.0.1:5672/%2F);
 //	               amqps:// speaks TLS 1.2 or later and checks the broker's
-//	               certificate against the URL's host name
+//	               certificate against the URL's host name; several
+//	               addresses separated by commas (a cluster's nodes, one
+//	               vhost): the first that answers is used
 //	EAI_AMQP_CA    PEM file of the CA that signs the broker's certificate
 //	               (default: the system's roots)
 //	EAI_AMQP_CERT  PEM client certificate and its key, for a broker that
 //	EAI_AMQP_KEY   asks for one
-//	EAI_MQ_DB      the consumer's store (default /root/eaimw/mq/processed.db)
+//	EAI_MQ_DB      the consumer's store (default /root/eaimw/mq/processed.db;
+//	               or its postgres:// URL)
 //
 // Output: results go to stdout: list's table (and its last line, how many
 // were listed of how many looked at) or JSON lines; show's text or JSON

@@ -112,7 +112,9 @@
 // Environment:
 //
 //	EAI_AMQP_URL  broker address (default amqp://guest:guest@127.0.0.1:5672/%2F;
-//	              amqps:// speaks TLS)
+//	              amqps:// speaks TLS; several addresses separated by commas,
+//	              a cluster's nodes: the first that answers is used, and a
+//	              claim is sent once the queue, quorum or classic, confirmed it)
 //
 // Exit status (when several apply, the first in this list):
 //

@@ -105,7 +105,9 @@
 //
 //	EAI_AMQP_URL   broker address (default amqp://guest:guest@127.0.0.1:5672/%2F);
 //	               amqps:// speaks TLS 1.2 or later and checks the broker's
-//	               certificate against the URL's host name
+//	               certificate against the URL's host name; several
+//	               addresses separated by commas (a cluster's nodes, one
+//	               vhost): the first that answers is used
 //	EAI_AMQP_CA    PEM file of the CA that signs the broker's certificate
 //	               (default: the system's roots)
 //	EAI_AMQP_CERT  PEM client certificate and its key, for a broker that
