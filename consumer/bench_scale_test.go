@@ -46,10 +46,11 @@ func consumeAllWith(b *testing.B, h *harness, k, n int, args ...string) time.Dur
 //   - partner=50ms: three consumers sharing one PostgreSQL store against
 //     one, prefetch 5 each. Little's law allows 5 / 0.05 s = 100 claims/s
 //     for one and 300 for three; the target is at least 2.7x.
+//
 //   - partner=instant: one consumer on PostgreSQL against the same
 //     consumer on SQLite (--sync full), prefetch 5: the store's own cost.
 //
-//	go test -run '^$' -bench ScaleOutPostgres -benchtime 3x ./consumer
+//     go test -run '^$' -bench ScaleOutPostgres -benchtime 3x ./consumer
 func BenchmarkScaleOutPostgres(b *testing.B) {
 	b.Run("partner=50ms/3x-vs-1x", func(b *testing.B) {
 		const n = 600

@@ -45,19 +45,7 @@ check_n() {
 	esac
 }
 
-# The policy-rc.d this run created, if any, is removed on every way out, as
-# in mq-up.sh; a policy-rc.d that was there before is the machine's.
-made_policy=
-remove_policy() {
-	if [ -n "$made_policy" ]; then
-		rm -f "$made_policy"
-		made_policy=
-	fi
-}
-trap remove_policy EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
+. "$here/lib/apt.sh" # apt_install, and the trap that cleans up after it
 
 # ensure_installed installs rabbitmq-server from Debian as mq-up.sh does
 # (not by running mq-up.sh: that would also start rabbit@localhost, which
@@ -67,17 +55,7 @@ ensure_installed() {
 		return
 	fi
 	say "rabbitmq-server is not installed; installing it from Debian"
-	[ "$(id -u)" -eq 0 ] || die "installing rabbitmq-server needs root (apt-get install rabbitmq-server)"
-	# Keep the package's postinst from starting a node of its own.
-	local policy=${EAIMQ_POLICY_RC:-/usr/sbin/policy-rc.d}
-	if [ ! -e "$policy" ] && (set -C && printf '#!/bin/sh\nexit 101\n' >"$policy") 2>/dev/null; then
-		made_policy=$policy
-		chmod +x "$policy"
-	fi
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q >/dev/null
-	apt-get install -y -q rabbitmq-server >/dev/null
-	remove_policy
+	apt_install rabbitmq-server
 	command -v rabbitmq-server >/dev/null || die "rabbitmq-server still missing after apt-get install"
 }
 

@@ -26,37 +26,11 @@ die() { echo "mq-up: $*" >&2; exit 1; }
 
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
 
-# The policy-rc.d this run created, if any, is removed on every way out:
-# apt-get failing under set -e, die, a signal. Only that one: a policy-rc.d
-# that was there before is the machine's, and stays.
-made_policy=
-remove_policy() {
-	if [ -n "$made_policy" ]; then
-		rm -f "$made_policy"
-		made_policy=
-	fi
-}
-trap remove_policy EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
+. "$here/lib/apt.sh" # apt_install, and the trap that cleans up after it
 
 install_broker() {
 	say "rabbitmq-server is not installed; installing it from Debian"
-	[ "$(id -u)" -eq 0 ] || die "installing rabbitmq-server needs root (apt-get install rabbitmq-server)"
-	# Keep the package's postinst from starting a node of its own (under
-	# the machine's hostname, with the default config): we start ours below.
-	# noclobber makes the create exclusive, so a file that appears meanwhile
-	# is not taken for ours.
-	local policy=${EAIMQ_POLICY_RC:-/usr/sbin/policy-rc.d} # tests point it elsewhere
-	if [ ! -e "$policy" ] && (set -C && printf '#!/bin/sh\nexit 101\n' >"$policy") 2>/dev/null; then
-		made_policy=$policy
-		chmod +x "$policy"
-	fi
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q >/dev/null
-	apt-get install -y -q rabbitmq-server >/dev/null
-	remove_policy
+	apt_install rabbitmq-server
 	command -v rabbitmq-server >/dev/null || die "rabbitmq-server still missing after apt-get install"
 }
 

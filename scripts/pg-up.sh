@@ -17,6 +17,7 @@
 # answers. Trust means any local user can connect as postgres over TCP:
 # that is for a test machine, not for one that keeps real claims.
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 port=5432
 url=${EAIMQ_TEST_PG_URL:-postgres://postgres@127.0.0.1:$port/postgres}
@@ -31,36 +32,11 @@ answers() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
 # The tests log in without a password; psql -w never asks for one.
 can_log_in() { psql "$url" -w -X -q -A -t -c 'SELECT 1' >/dev/null 2>&1; }
 
-# The policy-rc.d this run created, if any, is removed on every way out:
-# apt-get failing under set -e, die, a signal. Only that one: a policy-rc.d
-# that was there before is the machine's, and stays.
-made_policy=
-remove_policy() {
-	if [ -n "$made_policy" ]; then
-		rm -f "$made_policy"
-		made_policy=
-	fi
-}
-trap remove_policy EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
+. "$here/lib/apt.sh" # apt_install, and the trap that cleans up after it
 
 install_server() {
 	say "PostgreSQL is not installed; installing it from Debian"
-	[ "$(id -u)" -eq 0 ] || die "installing postgresql needs root (apt-get install postgresql)"
-	# Keep the package's postinst from starting the cluster it creates: we
-	# configure it first, then start it below. noclobber makes the create
-	# exclusive, so a file that appears meanwhile is not taken for ours.
-	local policy=${EAIMQ_POLICY_RC:-/usr/sbin/policy-rc.d} # tests point it elsewhere
-	if [ ! -e "$policy" ] && (set -C && printf '#!/bin/sh\nexit 101\n' >"$policy") 2>/dev/null; then
-		made_policy=$policy
-		chmod +x "$policy"
-	fi
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q >/dev/null || say "apt-get update failed; trying the package lists there are"
-	apt-get install -y -q postgresql >/dev/null
-	remove_policy
+	apt_install postgresql
 	newest_version >/dev/null || die "no PostgreSQL server in /usr/lib/postgresql after apt-get install postgresql"
 }
 
