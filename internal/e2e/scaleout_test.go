@@ -151,7 +151,21 @@ func TestFaultMigrateToQuorum(t *testing.T) {
 	if in, d := w.vh.Depth(t, topo.Queue), w.vh.Depth(t, topo.DeadQueue); in != claims || d != dead {
 		t.Errorf("after the migration: claim.in %d, claim.dead %d; want %d, %d", in, d, claims, dead)
 	}
-	w.drainWith()
+	// Drain until the partner has every claim and claim.in's leader says it
+	// is empty: list_queues (which drainWith reads) shows a quorum queue's
+	// counts as of its last stats tick, and may still say 0 from before.
+	p := w.start("consumer", "--claim", w.url, "--max-seconds", "120")
+	brokertest.Eventually(t, 90*time.Second, "every claim delivered", func() bool {
+		if p.exited() {
+			t.Fatalf("consumer exited: %s", p.errb.String())
+		}
+		return len(w.partner.Stats().Accepted) == claims && w.vh.Depth(t, topo.Queue) == 0
+	})
+	p.stop(t)
+	brokertest.Eventually(t, 30*time.Second, "list_queues catches up with claim.in", func() bool {
+		q := w.vh.Queues(t)[topo.Queue]
+		return q.Messages == 0 && q.Unacked == 0
+	})
 	w.calledEach(published, 1, "moved once, delivered once")
 	w.account("classic -> quorum migration with 1,000 claims and 20 dead letters", append(published, deadOnes...), 0, "0",
 		"topology -migrate quorum, then a consumer drains the quorum claim.in")
