@@ -79,7 +79,7 @@ start_node() {
 		RABBITMQ_NODE_PORT=$(port "$n") \
 		RABBITMQ_DIST_PORT=$((20000 + $(port "$n"))) \
 		RABBITMQ_MNESIA_BASE="$dir" \
-		ERL_EPMD_ADDRESS=127.0.0.1 \
+		ERL_EPMD_ADDRESS=127.0.0.1,::1 \
 		rabbitmq-server -detached
 }
 

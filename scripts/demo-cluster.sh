@@ -91,7 +91,7 @@ control "{\"hold_after\":$(((claims - rejected) / 5))}"
 
 step "three consumers; the leader of claim.in is killed mid-run"
 for k in 1 2 3; do
-	bin/consumer --claim "http://127.0.0.1:$port" --max-seconds 120 --prefetch 5 >"$work/consumer$k.out" 2>"$work/consumer$k.log" &
+	bin/consumer --claim "http://127.0.0.1:$port" --max-seconds 600 --prefetch 5 >"$work/consumer$k.out" 2>"$work/consumer$k.log" &
 	pids+=($!)
 done
 delivered() { bin/claimsys -stats -addr "127.0.0.1:$port" | awk '$3 >= 1 {n++} END {print n+0}'; }
@@ -111,7 +111,7 @@ done
 echo "demo-cluster: all delivered; claim.in's leader is now eaimq$(leader)@localhost; starting eaimq$killed@localhost again"
 scripts/cluster.sh start "$killed"
 killed=
-for p in "${pids[@]:1}"; do kill -INT "$p"; done
+for p in "${pids[@]:1}"; do kill -INT "$p" 2>/dev/null || true; done # one may have ended already
 for p in "${pids[@]:1}"; do wait "$p" || true; done
 grep -h "reconnected" "$work"/consumer*.log | sed 's/^/  /' | cut -c1-160 || true
 cat "$work"/consumer*.out

@@ -57,11 +57,15 @@ else
 	sed "s/127.0.0.1:5672/127.0.0.1:$port/" "$here/rabbitmq.conf" >"$confdir/${node%@*}.conf"
 	chown -R rabbitmq:rabbitmq "$confdir" 2>/dev/null || true
 	say "starting node $node (config $here/rabbitmq.conf)"
+	# epmd (started by the first node) listens on loopback only, both
+	# families, as Debian's own epmd does: "localhost" may resolve to ::1,
+	# and with epmd on 127.0.0.1 alone a second node on this machine (the
+	# local cluster's) waits out a timeout on every lookup that goes there.
 	RABBITMQ_NODENAME=$node \
 		RABBITMQ_CONFIG_FILE="$confdir/${node%@*}" \
 		RABBITMQ_NODE_PORT=$port \
 		RABBITMQ_DIST_PORT=$((port + 20000)) \
-		ERL_EPMD_ADDRESS=127.0.0.1 \
+		ERL_EPMD_ADDRESS=127.0.0.1,::1 \
 		rabbitmq-server -detached
 	deadline=$((SECONDS + wait_s))
 	until answers && rabbitmqctl -n "$node" -q await_startup >/dev/null 2>&1; do
