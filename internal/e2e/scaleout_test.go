@@ -13,73 +13,8 @@ import (
 	"eaimq/internal/topo"
 )
 
-// Fault-suite rows for scale-out: quorum queues on the local three-node
-// cluster, several consumer processes, one dedup store in PostgreSQL.
-
-// TestFaultClusterLeaderKilled: 300 claims, 3 consumer processes sharing
-// one PostgreSQL store, a partner at 20 ms. While claims are in flight (a
-// gate at the partner holds them), the node holding claim.in's leader is
-// SIGKILLed; the consumers fail over to the nodes left in their address
-// list, a new leader takes over, and the node comes back.
-func TestFaultClusterLeaderKilled(t *testing.T) {
-	const claims, consumers, prefetch = 300, 3, 5
-	c := brokertest.ClusterUp(t)
-	vh := c.VHost(t)
-	var urls []string
-	for _, n := range c.Nodes() {
-		urls = append(urls, c.On(t, vh, n.N).URL)
-	}
-	w := &world{t: t, vh: &brokertest.VHost{Name: vh.Name, URL: strings.Join(urls, ","), Ctl: vh.Ctl},
-		db: pgtest.New(t), bin: installed(t), partner: claimsys.New()}
-	w.url = newPartnerServer(t, w.partner)
-	if r := w.run("topology", "-queue-type", "quorum"); r.code != 0 {
-		t.Fatalf("topology -queue-type quorum: exit %d\n%s", r.code, r.stderr)
-	}
-	w.partner.Set(ms(20))
-	published := w.publishFiles(brokertest.Claims("lk", "C-lk", claims, true)...)
-
-	hold := 100
-	w.partner.Set(claimsys.Control{HoldAfter: &hold})
-	t.Cleanup(w.partner.Release)
-	var ps []*proc
-	for range consumers {
-		ps = append(ps, w.start("consumer", "--claim", w.url, "--max-seconds", "240", "--prefetch", fmt.Sprint(prefetch)))
-	}
-	brokertest.Eventually(t, 60*time.Second, "claims held in flight at the partner", func() bool { return w.partner.Held() >= consumers })
-
-	leader := c.NodeNamed(t, c.QueueInfo(t, vh.Name, topo.Queue, 1).Leader)
-	c.Kill(t, leader.N)
-	if !leader.Down() {
-		t.Fatalf("%s still answers after the kill", leader.Name)
-	}
-	// From here rabbitmqctl asks a node that is up.
-	w.vh.Ctl = c.Node(leader.N%3 + 1).Ctl
-	brokertest.Eventually(t, 60*time.Second, "a new leader for claim.in", func() bool {
-		l := c.QueueInfo(t, vh.Name, topo.Queue, leader.N%3+1).Leader
-		return l != "" && l != leader.Name
-	})
-	w.partner.Release()
-
-	brokertest.Eventually(t, 180*time.Second, "all 300 delivered", func() bool {
-		for _, p := range ps {
-			if p.exited() {
-				t.Fatalf("a consumer exited: %s", p.errb.String())
-			}
-		}
-		return len(w.partner.Stats().Accepted) == claims
-	})
-	c.Start(t, leader.N)
-	brokertest.Eventually(t, 60*time.Second, "claim.in empty, nothing unacked", func() bool {
-		q := w.vh.Queues(t)[topo.Queue]
-		return q.Messages == 0 && q.Unacked == 0
-	})
-	for _, p := range ps {
-		p.stop(t)
-	}
-	w.account("cluster: claim.in's leader node SIGKILLed mid-run, 3 consumers on PostgreSQL", published,
-		consumers*prefetch, fmt.Sprintf("≤ %d consumers × prefetch %d (calls in flight on the dead node's channels)", consumers, prefetch),
-		fmt.Sprintf("quorum queues, %s killed with calls held; Idempotency-Key would absorb %d", leader.Name, w.partner.Stats().Absorbable))
-}
+// Fault-suite rows for scale-out: several consumer processes on one dedup
+// store in PostgreSQL, and the move of claim.in to a quorum queue.
 
 // TestFaultConsumerKilledPostgres: three consumers share one PostgreSQL
 // store; one is SIGKILLed while it holds claims in progress. Its claims are
