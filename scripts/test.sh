@@ -6,8 +6,7 @@
 #
 # It first runs scripts/mq-up.sh and scripts/pg-up.sh, which install and
 # start RabbitMQ and PostgreSQL when this machine has none. Every broker
-# test makes its own temporary vhost, every store test its own database;
-# the cluster tests start scripts/cluster.sh's nodes and stop them again.
+# test makes its own temporary vhost, every store test its own database.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
