@@ -12,7 +12,8 @@ import (
 )
 
 // BenchmarkBeginFinish is the store's share of one delivered claim (Begin,
-// then Finish "ack") with P workers at once, at each synchronous setting.
+// then Finish with the delivered outcome) with P workers at once, at each
+// synchronous setting.
 //
 //	go test -run '^$' -bench BeginFinish ./internal/store
 func BenchmarkBeginFinish(b *testing.B) {
@@ -24,31 +25,7 @@ func BenchmarkBeginFinish(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer s.Close()
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				for range p {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for {
-							i := next.Add(1)
-							if i > int64(b.N) {
-								return
-							}
-							id := fmt.Sprintf("id-%d", i)
-							if _, err := s.Begin(ctx, id, "C", true, time.Minute); err != nil {
-								b.Error(err)
-								return
-							}
-							if _, err := s.Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				beginFinish(b, s, p)
 			})
 		}
 	}
@@ -66,31 +43,37 @@ func BenchmarkPostgresBeginFinish(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			for range p {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						id := fmt.Sprintf("%s-id-%d", b.Name(), i)
-						if _, err := s.Begin(ctx, id, "C", true, time.Minute); err != nil {
-							b.Error(err)
-							return
-						}
-						if _, err := s.Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			beginFinish(b, s, p)
 		})
 	}
+}
+
+// beginFinish runs b.N claims through s with p workers at once. The ids
+// carry the benchmark's name: one database serves every sub-benchmark.
+func beginFinish(b *testing.B, s Store, p int) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				id := fmt.Sprintf("%s-id-%d", b.Name(), i)
+				if _, err := s.Begin(ctx, id, "C", true, time.Minute); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := s.Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
