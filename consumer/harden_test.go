@@ -246,10 +246,10 @@ func TestPostIsNeverSilentlyRetried(t *testing.T) {
 		}
 	}()
 	p := newPartner("http://"+ln.Addr().String()+"/v1/claims", 1, 5*time.Second)
-	if a := p.post(context.Background(), []byte(`{}`), "application/json", "k1"); a.status != 201 {
+	if a := p.post(context.Background(), []byte(`{}`), "application/json", "k1", ""); a.status != 201 {
 		t.Fatalf("first: %+v", a)
 	}
-	a := p.post(context.Background(), []byte(`{}`), "application/json", "k2")
+	a := p.post(context.Background(), []byte(`{}`), "application/json", "k2", "")
 	if a.err == nil {
 		t.Fatalf("second: %+v, want the broken connection as an error", a)
 	}

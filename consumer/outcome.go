@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"eaimq/internal/retry"
 	"eaimq/internal/store"
 )
 
@@ -47,6 +49,21 @@ func decide(status int, accept acceptSet, redelivered bool, priorFailures int) s
 		return store.OutFailed
 	}
 	return store.OutRetry
+}
+
+// delayed replaces the lab's requeue-once rule when --retry-delays is set:
+// a transient outcome (the one retry, or the failure after it) waits out
+// the plan's next delay in a delay queue, no shorter than the partner's
+// Retry-After; only a failure after the last delay is dead-lettered (done
+// is the retries behind this copy). Other outcomes are left as they are.
+func delayed(out store.Outcome, plan retry.Plan, done int, retryAfter time.Duration) (store.Outcome, time.Duration) {
+	if out != store.OutRetry && out != store.OutFailed {
+		return out, 0
+	}
+	if d, ok := plan.Next(done, retryAfter); ok {
+		return store.OutDelayed, d
+	}
+	return store.OutFailed, 0
 }
 
 // acceptSet is the set of statuses that mean "delivered". The contract

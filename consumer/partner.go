@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"eaimq/internal/broker"
+	"eaimq/internal/retry"
 )
 
 // partner posts claims to the claim system.
@@ -69,12 +70,18 @@ type answer struct {
 	excerpt string // start of the response body, or the transport error
 	err     error
 	latency time.Duration
+	// retryAfter is a 429's or 503's Retry-After (0 when none): with
+	// --retry-delays, the claim is not retried sooner.
+	retryAfter time.Duration
 }
 
 // post sends body unchanged. The Idempotency-Key (IETF httpapi draft) lets a
 // partner that honours it make harmless the one window we cannot close: it
 // answered 201 and we died before recording it.
-func (p *partner) post(ctx context.Context, body []byte, contentType, id string) answer {
+//
+// traceparent, when the message carried a valid W3C one, is forwarded as
+// it is, so that the partner's traces join the publisher's.
+func (p *partner) post(ctx context.Context, body []byte, contentType, id, traceparent string) answer {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
@@ -85,6 +92,9 @@ func (p *partner) post(ctx context.Context, body []byte, contentType, id string)
 	}
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Idempotency-Key", id)
+	if traceparent != "" {
+		req.Header.Set("Traceparent", traceparent)
+	}
 	// net/http re-sends a request on a new connection, without a word,
 	// when a reused one broke before the answer, if it thinks the request
 	// idempotent, and a POST with an Idempotency-Key header counts as such.
@@ -100,7 +110,30 @@ func (p *partner) post(ctx context.Context, body []byte, contentType, id string)
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	// Read the rest (bounded) so the connection goes back to the pool.
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return answer{status: resp.StatusCode, excerpt: excerpt(head), latency: time.Since(start)}
+	a := answer{status: resp.StatusCode, excerpt: excerpt(head), latency: time.Since(start)}
+	if a.status == http.StatusTooManyRequests || a.status == http.StatusServiceUnavailable {
+		a.retryAfter = retry.RetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return a
+}
+
+// probe asks whether the claim system answers at all (--pause-when-down):
+// a GET of the claims URL, whose status does not matter, only that an HTTP
+// answer came. No claim is sent.
+func (p *partner) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, min(p.timeout, 5*time.Second))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return nil
 }
 
 // describe shortens a transport error to what an operator needs.

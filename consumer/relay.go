@@ -14,9 +14,26 @@ import (
 	"eaimq/internal/broker"
 	"eaimq/internal/claimid"
 	"eaimq/internal/cli"
+	"eaimq/internal/metrics"
+	"eaimq/internal/retry"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
+	"eaimq/internal/trace"
 )
+
+// ready is /readyz: the broker channel is open, the store has not failed,
+// and the consumer is not paused.
+func (r *relay) ready() (bool, string) {
+	switch {
+	case !r.connected.Load():
+		return false, "no broker connection (reconnecting)"
+	case r.storeBroken.Load():
+		return false, "the dedup store failed"
+	case r.pause.paused():
+		return false, "paused: the claim system is down"
+	}
+	return true, ""
+}
 
 // relay moves claims from claim.in to the partner.
 //
@@ -49,6 +66,16 @@ type relay struct {
 	tag         string
 	sessions    int
 	route       atomic.Pointer[deadRoute] // the current session's dead-letter check
+	// plan is --retry-delays (nil: the lab's requeue-once rule); delay is
+	// the current session's sender of delayed copies.
+	plan  *retry.Plan
+	delay atomic.Pointer[delayer]
+	pause *pauser // --pause-when-down (nil: never pauses)
+	// metrics is --metrics-addr (nil: none); connected and storeBroken
+	// feed /readyz.
+	metrics     *metrics.Consumer
+	connected   atomic.Bool
+	storeBroken atomic.Bool
 	// answered counts workers holding a partner answer that is not yet on
 	// record. A forced exit (second signal) waits a moment for them: a 201
 	// received and then thrown away is a claim the partner has and the
@@ -124,6 +151,7 @@ func (r *relay) run(soft context.Context) error {
 		}
 		first, backoff = false, 100*time.Millisecond
 		err = r.session(soft, conn, ch, deliveries, work)
+		r.connected.Store(false)
 		broker.Close(conn)
 		if errors.Is(err, errStop) {
 			return nil
@@ -165,6 +193,11 @@ func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *amq
 		return nil, nil, nil, err
 	}
 	r.route.Store(newDeadRoute(conn, canBind))
+	if err := r.checkRetryQueues(conn); err != nil {
+		broker.Close(conn)
+		return nil, nil, nil, err
+	}
+	r.delay.Store(newDelayer(conn))
 	if err := ch.Qos(r.prefetch, 0, false /* per consumer */); err != nil {
 		return fail(cli.ExitUnavailable, fmt.Errorf("basic.qos: %w", err))
 	}
@@ -173,13 +206,18 @@ func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *amq
 		return fail(cli.ExitUnavailable, fmt.Errorf("consume %s: %w", topo.Queue, err))
 	}
 	r.sessions++
+	r.connected.Store(true)
 	if first {
 		// The first line says which broker, vhost and user apply, defaults
 		// included: an empty EAI_AMQP_URL or amqp://host means vhost "/"
 		// as guest, and that should not be a surprise.
 		vhost, _ := broker.VHost(r.url)
-		r.log.Info("consuming", "queue", topo.Queue, "prefetch", r.prefetch, "broker", broker.Redact(r.url), "node", conn.RemoteAddr().String(), "vhost", vhost,
-			"partner", broker.RedactURL(r.partner.url), "accept", r.accept.String(), "store", r.store.Path())
+		attrs := []any{"queue", topo.Queue, "prefetch", r.prefetch, "broker", broker.Redact(r.url), "node", conn.RemoteAddr().String(), "vhost", vhost,
+			"partner", broker.RedactURL(r.partner.url), "accept", r.accept.String(), "store", r.store.Path()}
+		if r.plan != nil {
+			attrs = append(attrs, "retry_delays", r.plan.String())
+		}
+		r.log.Info("consuming", attrs...)
 	} else {
 		// With several brokers in EAI_AMQP_URL, this may be another node:
 		// the dial takes the first that answers.
@@ -303,11 +341,15 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 // handle processes one delivery to its end: ack, requeue or dead-letter.
 func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 	r.stats.received.Add(1)
+	r.metrics.Received()
+	r.metrics.InFlight(1)
+	defer r.metrics.InFlight(-1)
 	// The dedup key: the message_id, else the body's guid taken byte-exact
 	// and exact-case (claimid, the rule publish applies), else a body hash.
 	guid, claimID := claimid.Peek(d.Body)
 	id := store.Key(d.MessageId, guid, d.Body)
-	lg := claimLog{r.log, id, claimID, d.Redelivered}
+	tp, traceID := trace.From(d.Headers)
+	lg := claimLog{r.log, id, claimID, traceID, d.Redelivered}
 	if d.MessageId == "" && guid == "" {
 		// Nothing to deduplicate on: processing it could never be made
 		// exactly-once, so it goes to the DLQ with the reason on record
@@ -337,10 +379,13 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 
 	var prior int
 	for {
-		// The run may have ended while this copy waited for another: a
-		// new call now would outlive --max-seconds. It stays unacked and
-		// goes back to the queue when the channel closes.
-		if soft.Err() != nil {
+		// While the claim system is down (--pause-when-down) no call
+		// starts: this delivery waits here unacked, before Begin takes
+		// the claim, so that no lease runs out during a long pause.
+		// The run may have ended while this copy waited: a new call now
+		// would outlive --max-seconds. It stays unacked and goes back to
+		// the queue when the channel closes.
+		if !r.pause.wait(soft) || soft.Err() != nil {
 			return
 		}
 		b, err := r.store.Begin(r.hard, id, claimID, !d.Redelivered, r.lease)
@@ -352,13 +397,13 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 		case store.Done:
 			// Delivered before (this copy is a redelivery, or the
 			// publisher sent it twice): ack without calling the partner.
-			r.act(lg, d, store.OutDuplicate, "", answer{})
+			r.act(lg, d, store.OutDuplicate, "", answer{}, later{})
 			return
 		case store.DeadBefore:
 			// Dead-lettered before, and the reject never reached the
 			// broker: reject again, with the decision on record, without
 			// a call.
-			r.act(lg, d, b.Prior, "the decision on record: rejected again without a call", answer{})
+			r.act(lg, d, b.Prior, "the decision on record: rejected again without a call", answer{}, later{})
 			return
 		case store.Acquired:
 			prior = b.Failures
@@ -378,14 +423,24 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 	}
 
 	r.answered.Add(1)
-	a := r.partner.post(r.hard, d.Body, d.ContentType, id)
+	a := r.partner.post(r.hard, d.Body, d.ContentType, id, tp)
 	if a.err != nil && r.hard.Err() != nil {
 		// Forced exit mid-call: the outcome is unknown, so nothing is
 		// recorded and nothing acked; the copy goes back to the queue.
 		r.answered.Done()
 		return
 	}
+	r.metrics.Call(a.status, a.latency)
+	r.pause.note(soft, a)
 	out := decide(a.status, r.accept, d.Redelivered, prior)
+	var wait later
+	if r.plan != nil {
+		// --retry-delays replaces the lab's requeue-once rule: the count
+		// is the copy's own retries, carried in its headers.
+		wait.done = retry.Done(d.Headers)
+		prior = wait.done
+		out, wait.delay = delayed(out, *r.plan, wait.done, a.retryAfter)
+	}
 	if afterAnswer != nil {
 		afterAnswer(out)
 	}
@@ -396,10 +451,12 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 	// after a second signal: an answer in hand is the one thing that must
 	// not be thrown away.
 	detail := out.Describe(a.status, prior)
+	commit := time.Now()
 	recorded, err := r.store.Finish(context.WithoutCancel(r.hard), id, store.Attempt{
 		At: time.Now(), Redelivered: d.Redelivered, Status: a.status, Error: a.excerpt,
 		Outcome: out, Detail: detail, Latency: a.latency, Called: true,
 	})
+	r.metrics.Commit(time.Since(commit))
 	r.answered.Done()
 	if err != nil {
 		r.storeFailed(lg, err)
@@ -411,7 +468,13 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 	if recorded != out {
 		detail = "delivered meanwhile by another consumer"
 	}
-	r.act(lg, d, recorded, detail, a)
+	r.act(lg, d, recorded, detail, a, wait)
+}
+
+// later is a delayed retry's plan: the delay, and the retries before it.
+type later struct {
+	delay time.Duration
+	done  int
 }
 
 // settle records an outcome decided without calling the partner, then
@@ -427,21 +490,44 @@ func (r *relay) settle(lg claimLog, d amqp.Delivery, id string, out store.Outcom
 		r.storeFailed(lg, err)
 		return
 	}
-	r.act(lg, d, out, detail, answer{})
+	r.act(lg, d, out, detail, answer{}, later{})
 }
 
 // act acks, requeues or dead-letters d as out says and logs the one line
 // of its outcome.
-func (r *relay) act(lg claimLog, d amqp.Delivery, out store.Outcome, detail string, a answer) {
+func (r *relay) act(lg claimLog, d amqp.Delivery, out store.Outcome, detail string, a answer, wait later) {
 	if beforeAct != nil {
 		beforeAct(d, out)
 	}
 	var err error
+	var extra []any
 	switch out.Action {
 	case store.Ack:
 		err = d.Ack(false)
 	case store.Requeue:
 		err = d.Nack(false, true /* requeue */)
+	case store.Delay:
+		// The copy first, confirmed, then the ack: acked first, a crash
+		// in between would lose the claim; this way it leaves two copies,
+		// and the record absorbs the second.
+		q := retry.QueueName(wait.delay)
+		extra = []any{"retry", wait.done + 1, "queue", q, "retry_in", wait.delay}
+		h := retry.NextHeaders(d.Headers, wait.done, retry.HistoryLine(time.Now(), a.status, a.excerpt, wait.delay))
+		if serr := r.delay.Load().send(r.hard, d, wait.delay, h); serr != nil {
+			r.stats.ackErrors.Add(1)
+			if errors.Is(serr, errDelayQueueMissing) {
+				lg.log(slog.LevelError, "claim NOT delayed: left in claim.in", out, detail, a, append(extra, "err", serr)...)
+				r.stop(r.delayMissing(serr))
+				return
+			}
+			// Whether the broker has the copy is unknown: requeue the
+			// original rather than leave the claim to chance. If the copy
+			// did arrive, one of the two meets the other's record.
+			lg.log(slog.LevelWarn, "claim NOT delayed: requeued instead", out, detail, a, append(extra, "err", serr)...)
+			d.Nack(false, true /* requeue */)
+			return
+		}
+		err = d.Ack(false)
 	case store.DeadLetter:
 		// The broker drops a rejected message whose dead-letter route is
 		// gone, and says nothing. Check the route first; if it is gone,
@@ -464,11 +550,15 @@ func (r *relay) act(lg claimLog, d amqp.Delivery, out store.Outcome, detail stri
 		return
 	}
 	r.stats.count(out)
+	r.metrics.Settled(out)
 	level := slog.LevelInfo
-	if out.Action == store.DeadLetter {
+	switch out.Action {
+	case store.DeadLetter:
 		level = slog.LevelWarn
+	case store.Delay:
+		r.metrics.RetryScheduled(retry.QueueName(wait.delay))
 	}
-	lg.log(level, "claim", out, detail, a)
+	lg.log(level, "claim", out, detail, a, extra...)
 }
 
 // claimLog writes the one line per claim. It builds the line only when the
@@ -477,6 +567,7 @@ func (r *relay) act(lg claimLog, d amqp.Delivery, out store.Outcome, detail stri
 type claimLog struct {
 	l           *slog.Logger
 	id, claimID string
+	traceID     string // the message's W3C trace id, when it carries one
 	redelivered bool
 }
 
@@ -488,6 +579,9 @@ func (c claimLog) log(level slog.Level, msg string, out store.Outcome, detail st
 	// 1 MiB log line. (slog quotes and escapes what it prints.)
 	attrs := []any{"message_id", clip(c.id), "claim_id", clip(c.claimID), "redelivered", c.redelivered,
 		"outcome", out.Word(), "reason", out.Reason.String()}
+	if c.traceID != "" {
+		attrs = append(attrs, "trace_id", c.traceID)
+	}
 	if a.status != 0 || a.err != nil {
 		attrs = append(attrs, "status", a.status, "latency", a.latency.Round(time.Millisecond))
 	}
@@ -501,7 +595,11 @@ func (c claimLog) log(level slog.Level, msg string, out store.Outcome, detail st
 }
 
 func (c claimLog) Error(msg string, args ...any) {
-	c.l.Error(msg, append([]any{"message_id", clip(c.id), "claim_id", clip(c.claimID)}, args...)...)
+	attrs := []any{"message_id", clip(c.id), "claim_id", clip(c.claimID)}
+	if c.traceID != "" {
+		attrs = append(attrs, "trace_id", c.traceID)
+	}
+	c.l.Error(msg, append(attrs, args...)...)
 }
 
 // clip shortens a field taken from a message for a log line.
@@ -515,6 +613,7 @@ func clip(s string) string {
 
 func (r *relay) storeFailed(lg claimLog, err error) {
 	r.stats.ackErrors.Add(1)
+	r.storeBroken.Store(true)
 	lg.Error("dedup store failed: leaving the claim unacked and stopping", "err", err)
 	r.stop(cli.Exit(cli.ExitIOErr, fmt.Errorf("dedup store %s: %w", r.store.Path(), err)))
 }

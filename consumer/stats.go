@@ -20,7 +20,7 @@ type stats struct {
 
 // outcomeIndex numbers the outcomes the summary counts.
 var outcomeIndex = [...]store.Outcome{
-	store.OutDelivered, store.OutDuplicate, store.OutRetry, store.OutRejected,
+	store.OutDelivered, store.OutDuplicate, store.OutRetry, store.OutDelayed, store.OutRejected,
 	store.OutFailed, store.OutNoID, store.OutUnexpected, store.OutUnsendable,
 }
 
@@ -68,7 +68,16 @@ type summary struct {
 	Unsendable   int64   `json:"unsendable"`
 	Errors       int64   `json:"errors"` // decided but not acted on
 	Seconds      float64 `json:"seconds"`
+	// With --retry-delays and --pause-when-down only.
+	Delayed       int64   `json:"delayed,omitempty"` // sent to a delay queue, confirmed, acked
+	PausedSeconds float64 `json:"paused_seconds,omitempty"`
+	Pauses        int     `json:"pauses,omitempty"`
+	PauseReason   string  `json:"pause_reason,omitempty"` // the last pause's
 }
+
+// settled is the claims this run finished with: delivered, skipped as
+// duplicates, or dead-lettered (a requeued or delayed copy comes back).
+func (m summary) settled() int64 { return m.Delivered + m.Duplicates + m.DeadLettered }
 
 func (s *stats) summary(elapsed time.Duration) summary {
 	return summary{
@@ -83,16 +92,26 @@ func (s *stats) summary(elapsed time.Duration) summary {
 		Unexpected:   s.n(store.OutUnexpected),
 		Unsendable:   s.n(store.OutUnsendable),
 		Errors:       s.ackErrors.Load(),
+		Delayed:      s.n(store.OutDelayed),
 		Seconds:      elapsed.Round(time.Millisecond).Seconds(),
 	}
 }
 
 // writeText is the line on stdout at exit: what a person or a script reads.
+// The clauses of the new flags appear only when they did something, so
+// that the lab's line stays the lab's.
 func (m summary) writeText(w io.Writer) {
-	fmt.Fprintf(w, "consumer: %d received: %d delivered, %d duplicates skipped, %d requeued, %d dead-lettered "+
-		"(%d rejected by the claim system, %d failed twice, %d without id, %d unexpected status, %d unsendable), %d errors; %.1fs\n",
-		m.Received, m.Delivered, m.Duplicates, m.Requeued, m.DeadLettered,
-		m.Rejected, m.FailedTwice, m.NoID, m.Unexpected, m.Unsendable, m.Errors, m.Seconds)
+	delayed, paused := "", ""
+	if m.Delayed > 0 {
+		delayed = fmt.Sprintf(", %d sent to delay queues", m.Delayed)
+	}
+	if m.Pauses > 0 {
+		paused = fmt.Sprintf("; paused %.1fs in %d pause(s), the claim system down (%s)", m.PausedSeconds, m.Pauses, m.PauseReason)
+	}
+	fmt.Fprintf(w, "consumer: %d received: %d delivered, %d duplicates skipped, %d requeued%s, %d dead-lettered "+
+		"(%d rejected by the claim system, %d failed twice, %d without id, %d unexpected status, %d unsendable), %d errors; %.1fs%s\n",
+		m.Received, m.Delivered, m.Duplicates, m.Requeued, delayed, m.DeadLettered,
+		m.Rejected, m.FailedTwice, m.NoID, m.Unexpected, m.Unsendable, m.Errors, m.Seconds, paused)
 }
 
 // writeJSON is the same summary as one JSON object on one line (-json).

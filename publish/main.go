@@ -21,6 +21,7 @@ import (
 	"eaimq/internal/cli"
 	"eaimq/internal/confirm"
 	"eaimq/internal/topo"
+	"eaimq/internal/trace"
 )
 
 // doc is the manual: -h prints its package comment.
@@ -60,6 +61,7 @@ type options struct {
 	keepGoing bool
 	progress  string
 	json      bool
+	headers   amqp.Table // $TRACEPARENT, when set
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -86,6 +88,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cli.Usagef("-max-bytes %d is out of range: 1 to %d (128 MiB, RabbitMQ's default largest message)", o.maxBytes, maxMaxBytes)
 	case o.progress != "auto" && o.progress != "always" && o.progress != "never":
 		return cli.Usagef("-progress must be auto, always or never")
+	}
+	var err error
+	if o.headers, err = trace.Headers(getenv(trace.Env)); err != nil {
+		return cli.Exit(cli.ExitUsage, err)
 	}
 	if n := strings.Count(strings.Join(fs.Args(), "\x00")+"\x00", "-\x00"); n > 1 {
 		return cli.Usagef("standard input (-) can be given once")

@@ -173,6 +173,7 @@ func send(ctx context.Context, p *confirm.Publisher, o options, claims []claim, 
 			MessageId:    c.guid,
 			Timestamp:    time.Now(),
 			AppId:        "eaimq-publish",
+			Headers:      o.headers,
 			Body:         l.body,
 		})
 		// The library has written the frames when Publish returns, so the

@@ -10,6 +10,7 @@ import (
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
 	"eaimq/internal/rabbitctl"
+	"eaimq/internal/retry"
 	"eaimq/internal/topo"
 )
 
@@ -65,7 +66,7 @@ func (c *checkReport) note(s string) {
 // runCheck verifies every object of the contract and declares nothing that
 // is missing. Each probe gets its own channel, because a failed passive
 // declare or a 406 closes the channel it came on.
-func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, kind topo.QueueType, stdout io.Writer, asJSON bool) error {
+func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, kind topo.QueueType, plan retry.Plan, stdout io.Writer, asJSON bool) error {
 	c := &checkReport{checked: checked{VHost: vhost, Items: []item{}}, text: stdout}
 	if asJSON {
 		c.text = nil
@@ -115,6 +116,16 @@ func runCheck(ctx context.Context, conn *amqp.Connection, raw, vhost string, kin
 			}
 			return differ(reason)
 		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, d := range plan.Queues() {
+		s := topo.RetryQueue(kind, retry.QueueName(d), d)
+		err := probe(func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclarePassive(s.Name, true, false, false, false, nil)
+			return err
+		}, func(ch *amqp.Channel) error { return topo.DeclareQueue(ch, s) }, s.String(), differ)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
+	"eaimq/internal/retry"
 	"eaimq/internal/topo"
 )
 
@@ -42,6 +44,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
 	queueType := fs.String("queue-type", string(topo.Classic), "`type` of claim.in and claim.dead: classic or quorum")
 	migrate := fs.String("migrate", "", "move claim.in and claim.dead, claims and all, to queue `type` classic or quorum")
+	retryDelays := fs.String("retry-delays", "", "also declare the consumer's delay queues for `delays` such as 1s,10s,1m (consumer --retry-delays)")
 	if err := cli.Flags(fs, doc, args, stdout); err != nil {
 		return err
 	}
@@ -52,13 +55,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return cli.Usagef("-queue-type: %v", err)
 	}
+	var plan retry.Plan
+	if *retryDelays != "" {
+		if plan, err = retry.Parse(*retryDelays); err != nil {
+			return cli.Exit(cli.ExitUsage, err)
+		}
+	}
 	var migrateTo topo.QueueType
 	if *migrate != "" {
 		if migrateTo, err = topo.ParseQueueType(*migrate); err != nil {
 			return cli.Usagef("-migrate: %v", err)
 		}
-		if *check || *asJSON {
-			return cli.Usagef("-migrate cannot be combined with -check or -json")
+		if *check || *asJSON || *retryDelays != "" {
+			return cli.Usagef("-migrate cannot be combined with -check, -json or -retry-delays")
 		}
 		if flagSet(fs, "queue-type") && kind != migrateTo {
 			return cli.Usagef("-queue-type %s contradicts -migrate %s", kind, migrateTo)
@@ -80,14 +89,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runMigrate(ctx, conn, vhost, migrateTo, stdout)
 	}
 	if *check {
-		return runCheck(ctx, conn, raw, vhost, kind, stdout, *asJSON)
+		return runCheck(ctx, conn, raw, vhost, kind, plan, stdout, *asJSON)
 	}
 	if err := topo.DeclareFor(conn, kind); err != nil {
 		return explain(conn, err, vhost, kind)
 	}
+	// The delay queues last: they dead-letter into eai.claim, which now
+	// exists, so a claim that expires in one always has its way back.
+	if err := declareRetryQueues(conn, kind, plan); err != nil {
+		return explain(conn, err, vhost, kind)
+	}
 	if *asJSON {
 		writeJSON(stdout, declared{VHost: vhost, Declared: counts{
-			Exchanges: len(topo.Exchanges), Queues: len(topo.QueuesFor(kind)), Bindings: len(topo.Bindings)}})
+			Exchanges: len(topo.Exchanges), Queues: len(topo.QueuesFor(kind)), Bindings: len(topo.Bindings),
+			DelayQueues: len(plan.Queues())}})
 		return nil
 	}
 	queues := fmt.Sprintf("%d queues", len(topo.QueuesFor(kind)))
@@ -97,7 +112,39 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fmt.Fprintf(stdout, "topology: declared %d exchanges, %s, %d bindings in vhost %q (%s)\n",
 		len(topo.Exchanges), queues, len(topo.Bindings), vhost, broker.Redact(raw))
+	if len(plan.Delays) > 0 {
+		// A line of its own: the lab's line above stays as it was.
+		fmt.Fprintf(stdout, "topology: declared %d delay queue(s) for consumer --retry-delays %s: %s\n",
+			len(plan.Queues()), plan, strings.Join(retryQueueNames(plan), ", "))
+	}
 	return nil
+}
+
+// declareRetryQueues declares the delay queues of plan, of type kind.
+func declareRetryQueues(conn *amqp.Connection, kind topo.QueueType, plan retry.Plan) error {
+	if len(plan.Delays) == 0 {
+		return nil
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open channel: %w", err)
+	}
+	defer ch.Close()
+	for _, d := range plan.Queues() {
+		s := topo.RetryQueue(kind, retry.QueueName(d), d)
+		if err := topo.DeclareQueue(ch, s); err != nil {
+			return &topo.DeclareError{Kind: "queue", Name: s.Name, Object: s.String(), Err: err}
+		}
+	}
+	return nil
+}
+
+func retryQueueNames(plan retry.Plan) []string {
+	var out []string
+	for _, d := range plan.Queues() {
+		out = append(out, retry.QueueName(d))
+	}
+	return out
 }
 
 // flagSet reports whether the flag name was given on the command line.
@@ -145,6 +192,8 @@ type counts struct {
 	Exchanges int `json:"exchanges"`
 	Queues    int `json:"queues"`
 	Bindings  int `json:"bindings"`
+	// DelayQueues: with -retry-delays only.
+	DelayQueues int `json:"delay_queues,omitempty"`
 }
 
 // writeJSON prints v as one line of JSON, "->" as it is.

@@ -277,7 +277,7 @@ func (s *SQLite) Finish(ctx context.Context, id string, a Attempt) (Outcome, err
 			called = 1
 		}
 		failed := 0
-		if a.Outcome.Action == Requeue {
+		if a.Outcome.Action.state() == "failed" { // Requeue or Delay: a transient failure
 			failed = 1
 		}
 		var doneAt any

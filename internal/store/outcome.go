@@ -19,10 +19,14 @@ const (
 	Ack                      // basic.ack
 	Requeue                  // basic.nack requeue=true
 	DeadLetter               // basic.reject requeue=false: eai.dlx takes it to claim.dead
+	// Delay: a copy goes to a delay queue (consumer --retry-delays),
+	// confirmed, then the delivery is acked; the copy comes back to
+	// claim.in when its delay has passed.
+	Delay
 )
 
 // The words are the ones the attempt log has always stored.
-var actionWords = [...]string{NoAction: "", Ack: "ack", Requeue: "requeue", DeadLetter: "dead"}
+var actionWords = [...]string{NoAction: "", Ack: "ack", Requeue: "requeue", DeadLetter: "dead", Delay: "delay"}
 
 func (a Action) String() string {
 	if int(a) < len(actionWords) {
@@ -36,7 +40,7 @@ func (a Action) state() string {
 	switch a {
 	case Ack:
 		return "done"
-	case Requeue:
+	case Requeue, Delay:
 		return "failed"
 	case DeadLetter:
 		return "dead"
@@ -126,6 +130,7 @@ var (
 	OutDelivered  = Outcome{Ack, Delivered}
 	OutDuplicate  = Outcome{Ack, Duplicate}
 	OutRetry      = Outcome{Requeue, Retry}
+	OutDelayed    = Outcome{Delay, Retry} // consumer --retry-delays
 	OutRejected   = Outcome{DeadLetter, Rejected}
 	OutFailed     = Outcome{DeadLetter, FailedTwice}
 	OutNoID       = Outcome{DeadLetter, NoID}
@@ -144,6 +149,8 @@ func (o Outcome) Word() string {
 		return "delivered"
 	case Requeue:
 		return "requeued"
+	case Delay:
+		return "delayed"
 	case DeadLetter:
 		return "dead-lettered"
 	}
@@ -160,6 +167,9 @@ func (o Outcome) Describe(status, retries int) string {
 	case Duplicate:
 		return "delivered before: acked without a call"
 	case Retry:
+		if o.Action == Delay {
+			return "transient failure: sent to a delay queue for a later retry"
+		}
 		return "transient failure: requeued for its one retry"
 	case Rejected:
 		return "rejected by the claim system"

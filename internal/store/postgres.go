@@ -586,7 +586,7 @@ func (s *Postgres) recordIn(ctx context.Context, tx pgx.Tx, id string, a Attempt
 	if a.Called {
 		called = 1
 	}
-	if a.Outcome.Action == Requeue {
+	if a.Outcome.Action.state() == "failed" { // Requeue or Delay: a transient failure
 		failed = 1
 	}
 	reason := a.Outcome.Reason.String()

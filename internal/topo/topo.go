@@ -75,7 +75,7 @@ func FormatArgs(t amqp.Table) string {
 	// The contract's arguments in a fixed order read best: the classic
 	// queue's two, then what a quorum queue adds (QueuesFor).
 	out := ""
-	for _, k := range []string{"x-queue-type", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-overflow"} {
+	for _, k := range []string{"x-queue-type", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-overflow", "x-message-ttl"} {
 		if v, ok := t[k]; ok {
 			if out != "" {
 				out += ", "
