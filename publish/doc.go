@@ -115,6 +115,9 @@
 //	              amqps:// speaks TLS; several addresses separated by commas,
 //	              a cluster's nodes: the first that answers is used, and a
 //	              claim is sent once the queue, quorum or classic, confirmed it)
+//	TRACEPARENT   a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>) put on
+//	              every message as the header traceparent; the consumer
+//	              forwards it to the claim system (an invalid one: exit 2)
 //
 // Exit status (when several apply, the first in this list):
 //

@@ -95,6 +95,10 @@
 //	-migrate t   move claim.in and claim.dead, with their claims, to type
 //	             t (classic or quorum); not with -check or -json, and
 //	             -queue-type, if given, must be the same
+//	-retry-delays LIST
+//	             also declare the consumer's delay queues for its
+//	             --retry-delays LIST (such as 1s,10s,1m), of -queue-type, or
+//	             -check them; not with -migrate
 //	-timeout d   longest wait for the connection: TCP connect and the TLS
 //	             and AMQP handshakes together (default 10s; 0 or less
 //	             also means 10s)
@@ -121,7 +125,18 @@
 //
 //	topology: declared 2 exchanges, 2 queues, 2 bindings in vhost "/" (amqp://guest:xxxxx@127.0.0.1:5672/%2F)
 //
-// ("2 quorum queues" with -queue-type quorum); a migration one line per
+// ("2 quorum queues" with -queue-type quorum), and with -retry-delays a
+// second line naming the delay queues:
+//
+//	topology: declared 3 delay queue(s) for consumer --retry-delays 1s,10s,1m: claim.retry.1s, claim.retry.10s, claim.retry.1m
+//
+// Each delay queue claim.retry.<delay> is durable, with x-message-ttl (the
+// delay in ms), x-dead-letter-exchange=eai.claim and
+// x-dead-letter-routing-key=claim: a claim waits there, unconsumed, and
+// the broker sends it back to claim.in when its delay has passed. With
+// -queue-type quorum they are quorum queues that dead-letter at least once
+// (x-dead-letter-strategy=at-least-once, x-overflow=reject-publish), as
+// claim.in is. -json adds "delay_queues":N. A migration one line per
 // step and a last line
 //
 //	topology: migrated claim.in and claim.dead to quorum queues in vhost "/": moved 1050 claim(s)

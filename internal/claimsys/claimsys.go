@@ -53,6 +53,9 @@ type Server struct {
 	inflight    int
 	maxInflight int
 	holdAfter   int        // hold every call once this many 201s were answered; -1: no gate
+	retryAfter  string     // Retry-After on every 429 and 503 ("": none)
+	down        bool       // every call is cut off unanswered and uncounted (see Endpoint.Down)
+	callTimes   map[string][]time.Time
 	held        int        // calls waiting at the gate
 	gate        *sync.Cond // on mu; broadcast when the gate opens
 }
@@ -98,6 +101,7 @@ func (s *Server) reset() {
 	s.accepted = map[string]int{}
 	s.last = map[string]int{}
 	s.keysOK = map[string]bool{}
+	s.callTimes = map[string][]time.Time{}
 }
 
 // Control is the runtime behaviour, settable in-process or by POST /_control.
@@ -114,6 +118,9 @@ type Control struct {
 	// would. A negative N opens the gate.
 	HoldAfter *int `json:"hold_after,omitempty"`
 	Release   bool `json:"release,omitempty"` // open the gate (after HoldAfter, if both are given)
+	// RetryAfter is sent as Retry-After with every 429 and 503 (seconds or
+	// an HTTP date; "" sends none).
+	RetryAfter *string `json:"retry_after,omitempty"`
 	Reset     bool `json:"reset,omitempty"`   // zero the counts; also opens the gate
 }
 
@@ -155,6 +162,9 @@ func (s *Server) Set(c Control) {
 	if c.Release {
 		s.release()
 	}
+	if c.RetryAfter != nil {
+		s.retryAfter = *c.RetryAfter
+	}
 	if c.Reset {
 		s.reset()
 		s.release()
@@ -175,6 +185,17 @@ type Stats struct {
 	// them twice.
 	Absorbable int `json:"idempotency_key_repeats"`
 	Held       int `json:"held"` // calls waiting at the gate now
+}
+
+// CallTimes returns when each guid's calls were answered, oldest first.
+func (s *Server) CallTimes() map[string][]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]time.Time, len(s.callTimes))
+	for k, v := range s.callTimes {
+		out[k] = append([]time.Time(nil), v...)
+	}
+	return out
 }
 
 // Total is the number of claims answered so far (cheap to poll).
@@ -276,6 +297,17 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		s.gate.Wait()
 		s.held--
 	}
+	if s.down {
+		// Down: the call is cut off without an answer and without being
+		// counted, as if the connection had broken before it arrived.
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				c.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler) // net/http closes the connection
+	}
 	if key != "" && s.keysOK[key] {
 		s.absorbable++
 		if s.honourKey {
@@ -303,6 +335,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		s.byGuid[c.Guid]++
+		s.callTimes[c.Guid] = append(s.callTimes[c.Guid], time.Now())
 		s.byClaimID[c.ClaimID]++
 		s.last[c.Guid] = status
 	}
@@ -317,7 +350,15 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	case http.StatusUnprocessableEntity:
 		writeJSON(w, status, map[string]string{"error": "documents missing", "claimId": c.ClaimID})
 	case http.StatusServiceUnavailable:
+		if s.retryAfter != "" {
+			w.Header().Set("Retry-After", s.retryAfter)
+		}
 		writeJSON(w, status, map[string]string{"error": "claim system busy, try later", "claimId": c.ClaimID})
+	case http.StatusTooManyRequests:
+		if s.retryAfter != "" {
+			w.Header().Set("Retry-After", s.retryAfter)
+		}
+		writeJSON(w, status, map[string]string{"error": "too many requests", "claimId": c.ClaimID})
 	case http.StatusBadRequest:
 		writeJSON(w, status, map[string]string{"error": "body is not a claim JSON object"})
 	default:
