@@ -52,9 +52,9 @@ type Server struct {
 	absorbable  int
 	inflight    int
 	maxInflight int
-	holdAfter   int        // hold every call once this many 201s were answered; -1: no gate
-	retryAfter  string     // Retry-After on every 429 and 503 ("": none)
-	down        bool       // every call is cut off unanswered and uncounted (see Endpoint.Down)
+	holdAfter   int    // hold every call once this many 201s were answered; -1: no gate
+	retryAfter  string // Retry-After on every 429 and 503 ("": none)
+	down        bool   // every call is cut off unanswered and uncounted (see Endpoint.Down)
 	callTimes   map[string][]time.Time
 	held        int        // calls waiting at the gate
 	gate        *sync.Cond // on mu; broadcast when the gate opens
@@ -121,7 +121,7 @@ type Control struct {
 	// RetryAfter is sent as Retry-After with every 429 and 503 (seconds or
 	// an HTTP date; "" sends none).
 	RetryAfter *string `json:"retry_after,omitempty"`
-	Reset     bool `json:"reset,omitempty"`   // zero the counts; also opens the gate
+	Reset      bool    `json:"reset,omitempty"` // zero the counts; also opens the gate
 }
 
 // Validate reports the first field out of its range.

@@ -81,17 +81,17 @@ func TestMetricsAddUp(t *testing.T) {
 		t.Fatalf("summary %q: %v", p.out.String(), err)
 	}
 	for series, want := range map[string]float64{
-		`eaimq_deliveries_received_total`:                                       sum["received"],
-		`eaimq_claims_total{outcome="delivered",reason="delivered"}`:            sum["delivered"],
-		`eaimq_claims_total{outcome="requeued",reason="retry"}`:                 sum["requeued"],
-		`eaimq_claims_total{outcome="dead-lettered",reason="rejected"}`:         sum["rejected"],
-		`eaimq_claims_total{outcome="dead-lettered",reason="failed-twice"}`:     sum["failed_twice"],
-		`eaimq_claims_total{outcome="duplicate",reason="duplicate"}`:            sum["duplicates"],
-		`eaimq_partner_requests_total{class="2xx"}`:                             sum["delivered"],
-		`eaimq_partner_requests_total{class="4xx"}`:                             sum["rejected"],
-		`eaimq_partner_requests_total{class="5xx"}`:                             sum["requeued"] + sum["failed_twice"],
-		`eaimq_partner_request_duration_seconds_count`:                          float64(w.partner.Stats().Total),
-		`eaimq_claims_in_flight`:                                                0,
+		`eaimq_deliveries_received_total`:                                        sum["received"],
+		`eaimq_claims_total{outcome="delivered",reason="delivered"}`:             sum["delivered"],
+		`eaimq_claims_total{outcome="requeued",reason="retry"}`:                  sum["requeued"],
+		`eaimq_claims_total{outcome="dead-lettered",reason="rejected"}`:          sum["rejected"],
+		`eaimq_claims_total{outcome="dead-lettered",reason="failed-twice"}`:      sum["failed_twice"],
+		`eaimq_claims_total{outcome="duplicate",reason="duplicate"}`:             sum["duplicates"],
+		`eaimq_partner_requests_total{class="2xx"}`:                              sum["delivered"],
+		`eaimq_partner_requests_total{class="4xx"}`:                              sum["rejected"],
+		`eaimq_partner_requests_total{class="5xx"}`:                              sum["requeued"] + sum["failed_twice"],
+		`eaimq_partner_request_duration_seconds_count`:                           float64(w.partner.Stats().Total),
+		`eaimq_claims_in_flight`:                                                 0,
 		`eaimq_claims_total{outcome="dead-lettered",reason="unexpected-status"}`: 0,
 	} {
 		if got := metric(last, series); got != want {

@@ -214,4 +214,3 @@ func (m *Consumer) Serve(ctx context.Context, addr string, ready Ready) (listeni
 		<-done
 	}, nil
 }
-
