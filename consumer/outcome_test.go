@@ -2,7 +2,9 @@ package main
 
 import (
 	"testing"
+	"time"
 
+	"eaimq/internal/retry"
 	"eaimq/internal/store"
 )
 
@@ -48,6 +50,30 @@ func TestParseAccept(t *testing.T) {
 	for in, ok := range map[string]bool{"201": true, "201,202": true, " 201 , 200 ": true, "": false, "201,": false, "301": false, "2xx": false, "199": false} {
 		if _, err := parseAccept(in); (err == nil) != ok {
 			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
+
+func TestDelayed(t *testing.T) {
+	plan, _ := retry.Parse("1s,5s")
+	for _, tc := range []struct {
+		in         store.Outcome
+		done       int
+		retryAfter time.Duration
+		want       store.Outcome
+		delay      time.Duration
+	}{
+		{store.OutRetry, 0, 0, store.OutDelayed, time.Second},
+		{store.OutFailed, 1, 0, store.OutDelayed, 5 * time.Second}, // the lab's "failed twice" is not the end here
+		{store.OutRetry, 2, 0, store.OutFailed, 0},                 // after the last delay: the DLQ
+		{store.OutRetry, 0, 2 * time.Second, store.OutDelayed, 5 * time.Second},
+		{store.OutDelivered, 0, 0, store.OutDelivered, 0},
+		{store.OutRejected, 0, 0, store.OutRejected, 0}, // a 4xx is not retried later either
+		{store.OutUnexpected, 0, 0, store.OutUnexpected, 0},
+	} {
+		got, d := delayed(tc.in, plan, tc.done, tc.retryAfter)
+		if got != tc.want || d != tc.delay {
+			t.Errorf("delayed(%v, done %d, retry-after %s) = %v, %s; want %v, %s", tc.in, tc.done, tc.retryAfter, got, d, tc.want, tc.delay)
 		}
 	}
 }

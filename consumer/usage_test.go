@@ -37,6 +37,10 @@ func TestManual(t *testing.T) {
 		{[]string{"--max-seconds", "1"}, 2, "", "consumer: --claim URL is required\n" + see},
 		{[]string{"--claim", "http://x", "extra"}, 2, "", "consumer: unexpected argument \"extra\"\n" + see},
 		{[]string{"--claim", "http://x", "--prefetch", "0"}, 2, "", "consumer: --prefetch must be between 1 and 65535\n" + see},
+		{[]string{"--claim", "http://x", "--retry-delays", "500ms"}, 2, "", "consumer: -retry-delays \"500ms\": comma-separated durations, each whole seconds from 1s to 24h (example: 1s,10s,1m)\n" + see},
+		{[]string{"--claim", "http://x", "--fail-on-dead", "101"}, 2, "", "invalid value \"101\" for flag -fail-on-dead: want a percentage from 0 to 100\n" + see},
+		{[]string{"--claim", "http://x", "--log-format", "xml"}, 2, "", "consumer: --log-format must be text or json, not \"xml\"\n" + see},
+		{[]string{"--claim", "http://x", "--pause-after", "0"}, 2, "", "consumer: --pause-after must be from 1 to 1000\n" + see},
 	}, func(args []string, stdout, stderr io.Writer) error {
 		getenv := func(k string) string {
 			return map[string]string{store.EnvPath: filepath.Join(t.TempDir(), "p.db")}[k]
