@@ -13,5 +13,6 @@ go test -run '^$' -bench 'PublishProcess' -benchtime 40x ./publish
 go test -run '^$' -bench 'PublishRSS' -benchtime 1x ./publish
 go test -run '^$' -bench 'ConsumerVsBare' -benchtime 3x ./consumer
 go test -run '^$' -bench 'ConsumerSlowPartner' -benchtime 3x ./consumer
+go test -run '^$' -bench 'ConsumerMetricsCost' -benchtime 6x ./consumer
 go test -run '^$' -bench 'BeginFinish' -benchtime 3000x ./internal/store
 go test -run '^$' -bench 'ScaleOutPostgres' -benchtime 3x ./consumer
