@@ -9,6 +9,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"eaimq/internal/broker"
 	"eaimq/internal/cli"
 	"eaimq/internal/confirm"
 	"eaimq/internal/retry"
@@ -85,6 +86,10 @@ func (r *relay) checkRetryQueues(conn *amqp.Connection) error {
 		name := retry.QueueName(d)
 		st, differs, err := topo.CheckRetryQueue(conn, name, d)
 		switch {
+		case broker.Code(err) == amqp.AccessRefused:
+			// It exists (the passive declare passed), but this user may not
+			// redeclare it, as with claim.in: warn, and trust topology.
+			r.log.Warn("cannot verify a delay queue's arguments (no configure permission); assuming topology declared them", "queue", name)
 		case err != nil:
 			return cli.Exit(cli.ExitUnavailable, err)
 		case st == topo.RetryMissing:
