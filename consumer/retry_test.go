@@ -7,11 +7,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/brokertest"
+	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
+	"eaimq/internal/retry"
 	"eaimq/internal/topo"
 )
 
@@ -82,5 +85,72 @@ func TestTraceparentJSONLog(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no claim line with message_id, claim_id and trace_id:\n%s", c.stderr.String())
+	}
+}
+
+// declareDelays declares the delay queues of delays as topology
+// -retry-delays does, of type kind.
+func declareDelays(t *testing.T, h *harness, kind topo.QueueType, delays ...time.Duration) {
+	t.Helper()
+	ch := h.vh.Channel(t)
+	for _, d := range delays {
+		if err := topo.DeclareQueue(ch, topo.RetryQueue(kind, retry.QueueName(d), d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDelayedRetriesThenDLQ: a claim that keeps failing is tried once and
+// once after each delay, then dead-lettered with its history in the
+// headers and "after 2 retries" on record; never requeued.
+func TestDelayedRetriesThenDLQ(t *testing.T) {
+	h := newHarness(t)
+	declareDelays(t, h, topo.Classic, time.Second, 2*time.Second)
+	h.vh.PublishClaims(t, brokertest.Claim("dl-busy", "BUSY-dl", "r.pdf"))
+	start := time.Now()
+	c := h.runUntil("dead-lettered", func() bool { return h.vh.Depth(t, topo.DeadQueue) == 1 }, "--retry-delays", "1s,2s", "--json")
+	if took := time.Since(start); took < 3*time.Second {
+		t.Errorf("dead-lettered after %s: sooner than its delays (1s + 2s)", took)
+	}
+	if n := h.calls("dl-busy"); n != 3 {
+		t.Errorf("called %d times, want 3 (the first try and 2 retries)", n)
+	}
+	var s summary
+	json.Unmarshal([]byte(c.stdout.String()), &s)
+	if s.Delayed != 2 || s.FailedTwice != 1 || s.Requeued != 0 {
+		t.Errorf("summary %+v", s)
+	}
+	dead := h.vh.Drain(t, topo.DeadQueue)
+	if len(dead) != 1 {
+		t.Fatalf("%d in claim.dead", len(dead))
+	}
+	hist, _ := dead[0].Headers[retry.HistoryHeader].([]any)
+	if dead[0].Headers[retry.Header] != int32(2) || len(hist) != 2 || !strings.Contains(hist[1].(string), "503 -> claim.retry.2s") {
+		t.Errorf("headers %v", dead[0].Headers)
+	}
+	if !strings.Contains(c.stderr.String(), "transient failure again after 2 retries") {
+		t.Errorf("no reason with the retries in the log:\n%s", c.stderr.String())
+	}
+}
+
+// TestDelayedRetryQuorum: with a quorum claim.in and quorum delay queues
+// (topology -queue-type quorum -retry-delays 1s), a claim that failed once
+// comes back and is delivered once.
+func TestDelayedRetryQuorum(t *testing.T) {
+	h := newHarness(t)
+	h.vh = brokertest.New(t) // a vhost of its own, with quorum queues
+	if err := topo.DeclareFor(h.vh.Dial(t), topo.Quorum); err != nil {
+		t.Fatal(err)
+	}
+	declareDelays(t, h, topo.Quorum, time.Second)
+	flap := true
+	h.partner.Set(claimsys.Control{Flap: &flap}) // 503, then 201
+	h.vh.PublishClaims(t, brokertest.Claim("q-1", "C-q", "r.pdf"))
+	c := h.runUntil("delivered", func() bool { return len(h.partner.Stats().Accepted) == 1 && h.drained() }, "--retry-delays", "1s")
+	if n := h.calls("q-1"); n != 2 {
+		t.Errorf("called %d times, want 2", n)
+	}
+	if !strings.Contains(c.stdout.String(), "1 delivered") || !strings.Contains(c.stdout.String(), "1 sent to delay queues") {
+		t.Errorf("summary: %s", c.stdout.String())
 	}
 }
