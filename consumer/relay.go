@@ -21,20 +21,6 @@ import (
 	"eaimq/internal/trace"
 )
 
-// ready is /readyz: the broker channel is open, the store has not failed,
-// and the consumer is not paused.
-func (r *relay) ready() (bool, string) {
-	switch {
-	case !r.connected.Load():
-		return false, "no broker connection (reconnecting)"
-	case r.storeBroken.Load():
-		return false, "the dedup store failed"
-	case r.pause.paused():
-		return false, "paused: the claim system is down"
-	}
-	return true, ""
-}
-
 // relay moves claims from claim.in to the partner.
 //
 // Design: one AMQP channel per session, basic.qos(P) on it, and a fixed pool
@@ -616,6 +602,20 @@ func (r *relay) storeFailed(lg claimLog, err error) {
 	r.storeBroken.Store(true)
 	lg.Error("dedup store failed: leaving the claim unacked and stopping", "err", err)
 	r.stop(cli.Exit(cli.ExitIOErr, fmt.Errorf("dedup store %s: %w", r.store.Path(), err)))
+}
+
+// ready is /readyz: the broker channel is open, the store has not failed,
+// and the consumer is not paused.
+func (r *relay) ready() (bool, string) {
+	switch {
+	case !r.connected.Load():
+		return false, "no broker connection (reconnecting)"
+	case r.storeBroken.Load():
+		return false, "the dedup store failed"
+	case r.pause.paused():
+		return false, "paused: the claim system is down"
+	}
+	return true, ""
 }
 
 // stop ends the run with err (the first one wins).
