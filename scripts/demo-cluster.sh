@@ -41,6 +41,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+. "$top/scripts/lib/partner.sh" # start_partner
 step() { printf '\n== %s\n' "$*"; }
 ctl() { rabbitmqctl -n "eaimq$1@localhost" -q "${@:2}"; }
 # up_node prints a node that answers (the killed one does not).
@@ -108,13 +109,7 @@ done
 bin/publish "$work"/claims/*.json
 
 step "stand-in partner on 127.0.0.1:$port, 20 ms a call"
-bin/claimsys -addr "127.0.0.1:$port" -delay 20ms >"$work/claimsys.log" 2>&1 &
-partner_pid=$!
-for _ in $(seq 50); do
-	bin/claimsys -stats -addr "127.0.0.1:$port" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-bin/claimsys -stats -addr "127.0.0.1:$port" >/dev/null || { cat "$work/claimsys.log"; exit 1; }
+start_partner "$port" "$work/claimsys.log" -delay 20ms
 
 step "three consumers, one per node, one PostgreSQL store"
 for n in 1 2 3; do

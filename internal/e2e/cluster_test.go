@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/pgtest"
+	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
 
@@ -46,15 +45,7 @@ func (w *world) startOn(first int, name string, args ...string) *proc {
 	w.t.Helper()
 	urls := strings.Split(w.vh.URL, ",")
 	rotated := append(append([]string{}, urls[first-1:]...), urls[:first-1]...)
-	p := &proc{cmd: exec.Command(filepath.Join(w.bin, name), args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), broker.EnvURL+"="+strings.Join(rotated, ","), "EAI_MQ_DB="+w.db)
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
-	if err := p.cmd.Start(); err != nil {
-		w.t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.done) }()
-	w.t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
-	return p
+	return w.startEnv(append(os.Environ(), broker.EnvURL+"="+strings.Join(rotated, ","), store.EnvPath+"="+w.db), name, args...)
 }
 
 // other returns a node of the cluster that is not n.
