@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlqweb"
@@ -182,9 +184,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, getenv, st, &o, stdout, stderr)
 	}
 
-	conn, err := broker.Dialer{Program: "dlq", Timeout: 10 * time.Second, Getenv: getenv}.Dial(ctx, broker.URL(getenv))
+	conn, err := dial(ctx, getenv)
 	if err != nil {
-		return cli.Exit(cli.ExitUnavailable, err)
+		return err
 	}
 	defer broker.Close(conn)
 	b, err := newBrowser(conn, st)
@@ -204,6 +206,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	default:
 		return purge(ctx, b, &o, stdout, stderr)
 	}
+}
+
+// dial connects to the broker of EAI_AMQP_URL.
+func dial(ctx context.Context, getenv func(string) string) (*amqp.Connection, error) {
+	conn, err := broker.Dialer{Program: "dlq", Timeout: 10 * time.Second, Getenv: getenv}.Dial(ctx, broker.URL(getenv))
+	if err != nil {
+		return nil, cli.Exit(cli.ExitUnavailable, err)
+	}
+	return conn, nil
 }
 
 // parseInterleaved parses flags wherever they stand among the arguments, as

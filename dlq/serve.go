@@ -90,9 +90,9 @@ type web struct {
 func (w *web) session(ctx context.Context, fn func(*amqp.Connection, *browser) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	conn, err := broker.Dialer{Program: "dlq", Timeout: 10 * time.Second, Getenv: w.getenv}.Dial(ctx, broker.URL(w.getenv))
+	conn, err := dial(ctx, w.getenv)
 	if err != nil {
-		return cli.Exit(cli.ExitUnavailable, err)
+		return err
 	}
 	defer broker.Close(conn)
 	b, err := newBrowser(conn, w.st)

@@ -157,9 +157,13 @@ type Config struct {
 // An empty host or an unspecified one (0.0.0.0, ::) is every interface.
 func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
+	return err == nil && loopbackName(host)
+}
+
+// loopbackName says whether host (a name or an IP, IPv6 bracketed or not)
+// is this machine's loopback.
+func loopbackName(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	if host == "localhost" {
 		return true
 	}
@@ -286,16 +290,12 @@ func (s *server) unauthorized(w http.ResponseWriter, msg string) {
 	s.render(w, http.StatusUnauthorized, "login.html", map[string]any{"Error": msg})
 }
 
+// loopbackHost: a Host header, with or without its port.
 func loopbackHost(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return loopbackName(host)
 }
 
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
