@@ -167,7 +167,9 @@ func (w *web) Overview(ctx context.Context) (dlqweb.Overview, error) {
 					g.Last = m.DeadAt
 				}
 			}
-			g.Claims = append(g.Claims, ref(m))
+			if len(g.Claims) < dlqweb.MaxListed {
+				g.Claims = append(g.Claims, ref(m))
+			}
 			return true, nil
 		})
 		o.Total, o.Looked = b.total, b.looked

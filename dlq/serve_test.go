@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
+	"eaimq/internal/brokertest"
 	"eaimq/internal/dlqweb"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
@@ -106,5 +109,28 @@ func TestServeCleansSecrets(t *testing.T) {
 		if strings.Contains(got, secret) {
 			t.Errorf("%q shows %q", got, secret)
 		}
+	}
+}
+
+// TestServeGroupListsAtMostMaxListed: a group counts every dead letter and
+// lists the first dlqweb.MaxListed, so that the page of a big DLQ stays a
+// page.
+func TestServeGroupListsAtMostMaxListed(t *testing.T) {
+	w := newWorld(t)
+	n := dlqweb.MaxListed + 5
+	ch := w.vh.Channel(t)
+	for i := range n {
+		if err := ch.Publish("", topo.DeadQueue, false, false, amqp.Publishing{MessageId: fmt.Sprintf("many-%03d", i), Body: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	brokertest.Eventually(t, 10*time.Second, "all in claim.dead", func() bool { return w.vh.Depth(t, topo.DeadQueue) == n })
+	w.consume("1") // creates the store; claim.in is empty
+	o, err := w.web().Overview(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Groups) != 1 || o.Groups[0].Count != n || len(o.Groups[0].Claims) != dlqweb.MaxListed || o.Groups[0].Reason != "unknown" {
+		t.Fatalf("groups: %d, first %+v", len(o.Groups), o.Groups[0].Count)
 	}
 }

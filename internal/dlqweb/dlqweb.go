@@ -50,8 +50,12 @@ type Group struct {
 	Count    int
 	First    time.Time // dead-lettered first and last (x-death time)
 	Last     time.Time
-	Claims   []Ref
+	Claims   []Ref // the first MaxListed of them
 }
+
+// MaxListed is how many claim ids a group lists: the page of a DLQ of
+// 100,000 stays a page.
+const MaxListed = 200
 
 // Ref is one dead letter in a list.
 type Ref struct {
@@ -198,6 +202,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
 	"indent": func(n int) string { return strings.Repeat("\u00a0\u00a0", n) },
+	"minus":  func(a, b int) int { return a - b },
 }).ParseFS(files, "templates/*.html"))
 
 type server struct {
@@ -469,15 +474,22 @@ func (s *server) action(w http.ResponseWriter, r *http.Request) {
 	var rep Report
 	switch r.PostForm.Get("action") {
 	case "retry":
-		rep, err = s.Backend.Retry(r.Context(), t)
+		rep, err = s.Backend.Retry(detached(r), t)
 	case "purge":
-		rep, err = s.Backend.Purge(r.Context(), t)
+		rep, err = s.Backend.Purge(detached(r), t)
 	default:
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("unknown action %q: retry or purge", r.PostForm.Get("action")))
 		return
 	}
 	s.report(w, rep, err)
 }
+
+// detached is the context of an action: a browser that goes away (a
+// closed tab, a reload) does not stop it halfway, so that what it did is
+// whole and its report is in the log. Stopping dlq serve still stops it:
+// Shutdown waits for it, and a process that ends returns every dead letter
+// not acked to claim.dead.
+func detached(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
 
 func (s *server) report(w http.ResponseWriter, rep Report, err error) {
 	p := s.page("Done", rep)
@@ -510,7 +522,7 @@ func (s *server) edit(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusOK, "confirm-edit.html", s.page("Retry the edited claim?", map[string]any{"ID": id, "Body": body}))
 		return
 	}
-	rep, err := s.Backend.EditRetry(r.Context(), id, []byte(body))
+	rep, err := s.Backend.EditRetry(detached(r), id, []byte(body))
 	if errors.Is(err, ErrInvalid) {
 		s.showClaim(w, r, id, body, s.Clean(err.Error()), http.StatusBadRequest)
 		return
