@@ -314,7 +314,9 @@ func TestDLQServeBrowser(t *testing.T) {
 	}
 
 	// The fix: a document added. Delivered once, and recorded so.
-	if res := edit("nodocs-0", `{"guid":"nodocs-0","claimId":"C-N0","docs":["report.pdf"],"amount":1200}`); !strings.Contains(res, "1 replayed") {
+	// Typed as a person does, on several lines (the form sends them CRLF).
+	fixed := "{\n  \"guid\": \"nodocs-0\",\n  \"claimId\": \"C-N0\",\n  \"docs\": [\"report.pdf\"],\n  \"amount\": 1200\n}"
+	if res := edit("nodocs-0", fixed); !strings.Contains(res, "1 replayed") {
 		t.Fatalf("edit of nodocs-0 reported %q", res)
 	}
 	brokertest.Eventually(t, 60*time.Second, "the edited nodocs-0 delivered", func() bool {
