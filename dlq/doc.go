@@ -7,6 +7,7 @@
 //	dlq [-json] show ID
 //	dlq [-status N] [-reason R] [-force] [-max-replays N] replay (ID... | -all)
 //	dlq [-status N] [-reason R] -yes purge (ID... | -all)
+//	dlq [-addr HOST:PORT] [-read-only] [-refresh D] [-max-replays N] serve
 //	dlq -h | -version
 //
 // Flags may stand anywhere: before the command, after it, among the IDs
@@ -65,6 +66,39 @@
 // purge deletes the selected dead letters; it needs -yes (without it, it
 // prints what it would delete and exits 2) and prints what it deleted.
 //
+// serve is the same, as a web page for the people who fix failed claims
+// (html/template, no script). Its groups page shows the dead letters
+// grouped by recorded reason and last status (rejected 422, failed-twice
+// 503, no-id, unexpected-status, unknown), each with its count, the
+// partner's answer, the first and last dead-lettered time and the claim
+// ids, and reloads every -refresh. A claim's page shows its body (JSON
+// formatted), properties, x-death, headers, the store's attempt history
+// and its repeated failures. The actions, each behind a confirmation page
+// and a CSRF token, run the code of the commands above: retry one claim or
+// a group (replay, with -max-replays; claims recorded as delivered are
+// skipped), purge one or a group (purge -yes), and edit and retry: the
+// edited body is checked as publish checks a claim file (one JSON object
+// of at most 1 MiB whose guid can travel; the guid must stay the claim's
+// message_id), then published with the same message_id and an
+// x-eaimq-edited header (when, by what, the sha256 of the body it
+// replaced), and the dead copy is acked only after the broker confirmed
+// the edited one. An edited dead letter shows as edited. A retry or purge
+// reports what it did (replayed, skipped as delivered, refused) and warns
+// when new dead letters arrived in claim.dead while it ran. serve needs the
+// store as replay does (or -no-store), walks claim.dead once per page and
+// action, one at a time, and stops on Ctrl-C (exit 0).
+//
+// serve is safe by default: it listens on 127.0.0.1:8088 and answers only
+// requests addressed to a loopback name. Any other -addr needs
+// EAIMQ_DLQ_TOKEN (at least 16 characters; without it serve exits 2), and
+// then every page and action answers 401 unless the request carries the
+// token (Authorization: Bearer TOKEN, or the cookie the page's login form
+// sets). -read-only shows no action and refuses every one with 403, even a
+// POST made by hand. The store's location and the broker's password never
+// reach the page, and every field of a claim is escaped: a claim is
+// untrusted input. A POST from another site is refused (CSRF token,
+// Sec-Fetch-Site/Origin).
+//
 // Selection: IDs, or -all, or the filters -status N (the last HTTP status
 // on record) and -reason R (the reason on record). Filters narrow IDs and
 // -all too; list and purge take them alone. The reasons are the store's
@@ -88,9 +122,12 @@
 //	-limit N         look at the first N dead letters only: 0 (all, the default) or more
 //	-all             replay, purge: every dead letter the filters select
 //	-force           replay: also claims recorded as delivered, and over -max-replays
-//	-max-replays N   replay: refuse a dead letter replayed N times already: 1-1000 (default 5)
+//	-max-replays N   replay, serve: refuse a dead letter replayed N times already: 1-1000 (default 5)
 //	-yes             purge: really delete
-//	-no-store        read no store: there is none (replay and purge need this to run without one)
+//	-no-store        read no store: there is none (replay, purge and serve need this to run without one)
+//	-addr HOST:PORT  serve: where to listen (default 127.0.0.1:8088); not loopback needs EAIMQ_DLQ_TOKEN
+//	-read-only       serve: no action (retry, purge, edit), not even by a hand-made POST
+//	-refresh D       serve: the groups page reloads every D: 0 (never) or 1s to 1h (default 5s)
 //	-h, -help        print this manual on stdout and exit 0 (anywhere, as every flag)
 //	-version         print the version on stdout and exit 0
 //
@@ -110,12 +147,15 @@
 //	EAI_AMQP_KEY   asks for one
 //	EAI_MQ_DB      the consumer's store (default /root/eaimw/mq/processed.db;
 //	               or its postgres:// URL)
+//	EAIMQ_DLQ_TOKEN  serve: the token every request needs (any -addr; required
+//	               for one other than loopback)
 //
 // Output: results go to stdout: list's table (and its last line, how many
 // were listed of how many looked at) or JSON lines; show's text or JSON
 // object; replay's "replayed ID" and "skipped ID: why" lines and its count
 // line; purge's "deleted ID" lines and "purged N dead letter(s)" (without
-// -yes, "would delete ID" lines). Errors, warnings, IDs not found and dead
+// -yes, "would delete ID" lines); serve's "dlq: serving http://ADDR/"
+// line once it listens. Errors, warnings, IDs not found and dead
 // letters not replayed (refused by -max-replays or by the broker) go to
 // stderr.
 //
@@ -127,13 +167,15 @@
 //	     replay was refused, by -max-replays or by the broker (nack or
 //	     return), and that dead letter stays in claim.dead
 //	2    usage error, or purge without -yes; or an EAI_AMQP_URL that
-//	     cannot be used (unparsable, port out of range)
+//	     cannot be used (unparsable, port out of range); or serve on an
+//	     address other than loopback without EAIMQ_DLQ_TOKEN
 //	69   the broker cannot be reached
 //	74   the store cannot be opened or read (replay and purge; any command
 //	     when a lookup fails)
 //	75   replay: no confirm in time; the dead letters of that batch stay
 //	77   the broker refused the user or password
 //	78   claim.dead or eai.claim does not exist: run topology first; or
-//	     the vhost does not exist, or a TLS setting is wrong
+//	     the vhost does not exist, or a TLS setting is wrong; or serve
+//	     cannot listen on -addr
 //	130  interrupted; every dead letter not yet acted on stays in claim.dead
 package main

@@ -14,8 +14,11 @@ import (
 	"syscall"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
+	"eaimq/internal/dlqweb"
 	"eaimq/internal/store"
 )
 
@@ -50,6 +53,9 @@ type options struct {
 	maxReplays int
 	yes        bool
 	noStore    bool
+	addr       string        // serve
+	readOnly   bool          // serve
+	refresh    time.Duration // serve
 	ids        []string
 	found      map[string]bool // the IDs some dead letter answered to
 }
@@ -97,13 +103,29 @@ var usedBy = map[string][]string{
 	"json":        {"list", "show"},
 	"status":      {"list", "replay", "purge"},
 	"reason":      {"list", "replay", "purge"},
-	"limit":       {"list", "show", "replay", "purge"},
+	"limit":       {"list", "show", "replay", "purge", "serve"},
 	"all":         {"replay", "purge"},
 	"force":       {"replay"},
-	"max-replays": {"replay"},
+	"max-replays": {"replay", "serve"},
 	"yes":         {"purge"},
-	"no-store":    {"list", "show", "replay", "purge"},
+	"no-store":    {"list", "show", "replay", "purge", "serve"},
+	"addr":        {"serve"},
+	"read-only":   {"serve"},
+	"refresh":     {"serve"},
 }
+
+// commands are dlq's commands, as the usage errors name them.
+var commands = []string{"list", "show", "replay", "purge", "serve"}
+
+const commandWords = "list, show, replay, purge or serve"
+
+// defaultAddr is where serve listens: loopback, so that only this host's
+// users reach the page (any other address needs EAIMQ_DLQ_TOKEN).
+const defaultAddr = "127.0.0.1:8088"
+
+// maxRefresh bounds -refresh: a page that reloads less often than this is
+// not live any more.
+const maxRefresh = time.Hour
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
@@ -118,28 +140,37 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.BoolVar(&o.force, "force", false, "replay: also claims recorded as delivered, and over -max-replays")
 	fs.IntVar(&o.maxReplays, "max-replays", defaultMaxReplays, "replay: refuse a dead letter replayed `n` times already: 1-1000")
 	fs.BoolVar(&o.yes, "yes", false, "purge: really delete")
-	fs.BoolVar(&o.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay and purge need it to run without one")
+	fs.BoolVar(&o.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay, purge and serve need it to run without one")
+	fs.StringVar(&o.addr, "addr", defaultAddr, "serve: listen on `host:port`; not loopback needs EAIMQ_DLQ_TOKEN")
+	fs.BoolVar(&o.readOnly, "read-only", false, "serve: no action (retry, purge, edit), not even by a hand-made POST")
+	fs.DurationVar(&o.refresh, "refresh", 5*time.Second, "serve: the groups page reloads every `d`: 0 (never) or 1s to 1h")
 	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return cli.Usagef("no command: list, show, replay or purge")
+		return cli.Usagef("no command: %s", commandWords)
 	}
 	cmd := pos[0]
 	o.ids = pos[1:]
-	if !slices.Contains([]string{"list", "show", "replay", "purge"}, cmd) {
-		return cli.Usagef("unknown command %q: list, show, replay or purge", cmd)
+	if !slices.Contains(commands, cmd) {
+		return cli.Usagef("unknown command %q: %s", cmd, commandWords)
 	}
 	if err := o.check(fs, cmd, reason); err != nil {
 		return err
+	}
+	if cmd == "serve" {
+		// Before the store or the broker: an unsafe address is a usage error.
+		if err := dlqweb.Check(dlqweb.Config{Addr: o.addr, Token: getenv(dlqweb.EnvToken)}); err != nil {
+			return cli.Usagef("%v", err)
+		}
 	}
 
 	var st store.Store
 	if !o.noStore {
 		st, err = store.Open(store.Path(getenv), store.Options{ReadOnly: true})
 		switch {
-		case err != nil && (cmd == "replay" || cmd == "purge"):
+		case err != nil && (cmd == "replay" || cmd == "purge" || cmd == "serve"):
 			return cli.Exitf(cli.ExitIOErr, "%v\n  %s reads the store to know what it selects and what was delivered; without it every dead letter\n"+
 				"  looks unknown. Set EAI_MQ_DB to the consumer's store, or add -no-store if there really is none; nothing was done", err, cmd)
 		case err != nil:
@@ -149,9 +180,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 
-	conn, err := broker.Dialer{Program: "dlq", Timeout: 10 * time.Second, Getenv: getenv}.Dial(ctx, broker.URL(getenv))
+	if cmd == "serve" {
+		return serve(ctx, getenv, st, &o, stdout, stderr)
+	}
+
+	conn, err := dial(ctx, getenv)
 	if err != nil {
-		return cli.Exit(cli.ExitUnavailable, err)
+		return err
 	}
 	defer broker.Close(conn)
 	b, err := newBrowser(conn, st)
@@ -171,6 +206,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	default:
 		return purge(ctx, b, &o, stdout, stderr)
 	}
+}
+
+// dial connects to the broker of EAI_AMQP_URL.
+func dial(ctx context.Context, getenv func(string) string) (*amqp.Connection, error) {
+	conn, err := broker.Dialer{Program: "dlq", Timeout: 10 * time.Second, Getenv: getenv}.Dial(ctx, broker.URL(getenv))
+	if err != nil {
+		return nil, cli.Exit(cli.ExitUnavailable, err)
+	}
+	return conn, nil
 }
 
 // parseInterleaved parses flags wherever they stand among the arguments, as
@@ -253,6 +297,13 @@ func (o *options) check(fs *flag.FlagSet, cmd, reason string) error {
 	case "list":
 		if len(o.ids) > 0 {
 			return cli.Usagef("list takes no IDs (use show ID)")
+		}
+	case "serve":
+		if len(o.ids) > 0 {
+			return cli.Usagef("serve takes no IDs (the page shows every dead letter)")
+		}
+		if o.refresh != 0 && (o.refresh < time.Second || o.refresh > maxRefresh) {
+			return cli.Usagef("-refresh %v: want 0 (never) or 1s to 1h", o.refresh)
 		}
 	case "show":
 		if len(o.ids) != 1 {

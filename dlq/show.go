@@ -197,22 +197,12 @@ func show(ctx context.Context, b *browser, o *options, w io.Writer) error {
 }
 
 func purge(ctx context.Context, b *browser, o *options, w, stderr io.Writer) error {
-	n := 0
-	err := b.walk(ctx, o.limit, func(m *dead) (bool, error) {
-		if !o.selects(m) {
-			return true, nil
-		}
+	n, err := purgeDead(ctx, b, selection{o.limit, o.selects}, o.yes, func(key string) {
 		if o.yes {
-			// Acking a dead letter is deleting it.
-			if err := m.d.Ack(false); err != nil {
-				return false, cli.Exit(cli.ExitUnavailable, fmt.Errorf("ack %s: %w", field(m.Key), err))
-			}
-			fmt.Fprintf(w, "deleted %s\n", field(m.Key))
+			fmt.Fprintf(w, "deleted %s\n", field(key))
 		} else {
-			fmt.Fprintf(w, "would delete %s\n", field(m.Key))
+			fmt.Fprintf(w, "would delete %s\n", field(key))
 		}
-		n++
-		return true, nil
 	})
 	if err != nil {
 		if o.yes {
@@ -229,4 +219,26 @@ func purge(ctx context.Context, b *browser, o *options, w, stderr io.Writer) err
 		return cli.Exitf(cli.ExitFailure, "%d named ID(s) not in claim.dead", missing)
 	}
 	return nil
+}
+
+// purgeDead deletes the selected dead letters (with yes; without, it only
+// names them) and calls deleted with each key. It is the one purge of this
+// program: dlq purge and dlq serve's purge go through it.
+func purgeDead(ctx context.Context, b *browser, sel selection, yes bool, deleted func(key string)) (int, error) {
+	n := 0
+	err := b.walk(ctx, sel.limit, func(m *dead) (bool, error) {
+		if !sel.selects(m) {
+			return true, nil
+		}
+		if yes {
+			// Acking a dead letter is deleting it.
+			if err := m.d.Ack(false); err != nil {
+				return false, cli.Exit(cli.ExitUnavailable, fmt.Errorf("ack %s: %w", field(m.Key), err))
+			}
+		}
+		deleted(m.Key)
+		n++
+		return true, nil
+	})
+	return n, err
 }

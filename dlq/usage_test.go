@@ -36,10 +36,16 @@ func TestManual(t *testing.T) {
 		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus\n" + see},
 		{[]string{"list", "-bogus"}, 2, "", "flag provided but not defined: -bogus\n" + see},
 		{[]string{"replay", "X", "-max-replays", "x"}, 2, "", "invalid value \"x\" for flag -max-replays: parse error\n" + see},
-		{nil, 2, "", "dlq: no command: list, show, replay or purge\n" + see},
-		{[]string{"-json"}, 2, "", "dlq: no command: list, show, replay or purge\n" + see},
-		{[]string{"frobnicate"}, 2, "", "dlq: unknown command \"frobnicate\": list, show, replay or purge\n" + see},
+		{nil, 2, "", "dlq: no command: list, show, replay, purge or serve\n" + see},
+		{[]string{"-json"}, 2, "", "dlq: no command: list, show, replay, purge or serve\n" + see},
+		{[]string{"frobnicate"}, 2, "", "dlq: unknown command \"frobnicate\": list, show, replay, purge or serve\n" + see},
 		{[]string{"list", "-yes"}, 2, "", "dlq: -yes does nothing for list; leave it out\n" + see},
+		{[]string{"list", "-read-only"}, 2, "", "dlq: -read-only does nothing for list; leave it out\n" + see},
+		{[]string{"serve", "-addr", "0.0.0.0:8088"}, 2, "", "dlq: -addr 0.0.0.0:8088 is not loopback: anyone who reaches it could replay and purge claims; " +
+			"set EAIMQ_DLQ_TOKEN to a secret token (or listen on 127.0.0.1)\n" + see},
+		{[]string{"serve", "-addr", "8088"}, 2, "", "dlq: -addr \"8088\": want host:port, such as 127.0.0.1:8088\n" + see},
+		{[]string{"serve", "-refresh", "10ms"}, 2, "", "dlq: -refresh 10ms: want 0 (never) or 1s to 1h\n" + see},
+		{[]string{"serve", "X"}, 2, "", "dlq: serve takes no IDs (the page shows every dead letter)\n" + see},
 	}, func(args []string, stdout, stderr io.Writer) error {
 		getenv := func(k string) string {
 			return map[string]string{

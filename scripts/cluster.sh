@@ -73,13 +73,15 @@ start_node() {
 	mkdir -p "$dir"
 	sed "s/127.0.0.1:5672/127.0.0.1:$(port "$n")/" "$here/rabbitmq.conf" >"$dir/rabbitmq.conf"
 	chown -R rabbitmq:rabbitmq "$base"
+	# No ERL_EPMD_ADDRESS: epmd must answer at the address the host name
+	# resolves to, where the nodes look up rabbitmqctl's own node (see
+	# mq-up.sh).
 	say "starting $(node "$n") on 127.0.0.1:$(port "$n") (data $dir)"
 	RABBITMQ_NODENAME=$(node "$n") \
 		RABBITMQ_CONFIG_FILE="$dir/rabbitmq" \
 		RABBITMQ_NODE_PORT=$(port "$n") \
 		RABBITMQ_DIST_PORT=$((20000 + $(port "$n"))) \
 		RABBITMQ_MNESIA_BASE="$dir" \
-		ERL_EPMD_ADDRESS=127.0.0.1,::1 \
 		rabbitmq-server -detached
 }
 

@@ -34,6 +34,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+. "$top/scripts/lib/partner.sh" # start_partner
 step() { printf '\n== %s\n' "$*"; }
 
 step "broker"
@@ -64,13 +65,7 @@ if [ -n "$own_vhost" ]; then
 fi
 
 step "claim system stand-in on 127.0.0.1:$port"
-bin/claimsys -addr "127.0.0.1:$port" >"$work/claimsys.log" 2>&1 &
-partner_pid=$!
-for _ in $(seq 50); do
-	bin/claimsys -stats -addr "127.0.0.1:$port" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-bin/claimsys -stats -addr "127.0.0.1:$port" >/dev/null || { cat "$work/claimsys.log"; exit 1; }
+start_partner "$port" "$work/claimsys.log"
 echo "claimsys: up (pid $partner_pid)"
 
 run=$(date +%s)-$$

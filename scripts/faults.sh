@@ -6,6 +6,8 @@ set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
 scripts/mq-up.sh >/dev/null
+scripts/pg-up.sh >/dev/null
+scripts/cluster.sh up >/dev/null
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
 EAIMQ_FAULT_REPORT=$report go test -count=1 -run 'Fault' ./internal/e2e

@@ -57,15 +57,17 @@ else
 	sed "s/127.0.0.1:5672/127.0.0.1:$port/" "$here/rabbitmq.conf" >"$confdir/${node%@*}.conf"
 	chown -R rabbitmq:rabbitmq "$confdir" 2>/dev/null || true
 	say "starting node $node (config $here/rabbitmq.conf)"
-	# epmd (started by the first node) listens on loopback only, both
-	# families, as Debian's own epmd does: "localhost" may resolve to ::1,
-	# and with epmd on 127.0.0.1 alone a second node on this machine (the
-	# local cluster's) waits out a timeout on every lookup that goes there.
+	# epmd (started by the first node) is left on every address, as
+	# RabbitMQ leaves it: rabbitmqctl names its own node after the host
+	# (rabbitmqcli-N-rabbit@$(hostname)), and a cluster node that answers it,
+	# as list_queues on a quorum queue makes every member do, looks it up
+	# through the epmd at the address the host name resolves to (127.0.1.1 on
+	# Debian). With epmd on 127.0.0.1 and ::1 alone, that lookup failed and
+	# list_queues on the local cluster waited out its 60 s timeout.
 	RABBITMQ_NODENAME=$node \
 		RABBITMQ_CONFIG_FILE="$confdir/${node%@*}" \
 		RABBITMQ_NODE_PORT=$port \
 		RABBITMQ_DIST_PORT=$((port + 20000)) \
-		ERL_EPMD_ADDRESS=127.0.0.1,::1 \
 		rabbitmq-server -detached
 	deadline=$((SECONDS + wait_s))
 	until answers && rabbitmqctl -n "$node" -q await_startup >/dev/null 2>&1; do

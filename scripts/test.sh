@@ -4,8 +4,11 @@
 #   scripts/test.sh              everything: format, vet, tidy, go test -race, a bounded fuzz
 #   scripts/test.sh -run Foo     extra arguments go to go test
 #
-# It first runs scripts/mq-up.sh and scripts/pg-up.sh, which install and
-# start RabbitMQ and PostgreSQL when this machine has none. Every broker
+# It first runs scripts/mq-up.sh, scripts/pg-up.sh and scripts/cluster.sh
+# up, which install and start RabbitMQ, PostgreSQL and the local three-node
+# cluster (beside the machine's broker, never instead) when this machine has
+# none, and installs Debian's chromium and chromium-driver (dlq serve's
+# browser test) when /usr/bin/chromium is missing. Every broker
 # test makes its own temporary vhost, every store test its own database.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,6 +21,16 @@ echo "== broker"
 scripts/mq-up.sh
 echo "== postgresql"
 scripts/pg-up.sh
+echo "== local cluster (quorum queues, ports 5681-5683)"
+scripts/cluster.sh up
+
+echo "== chromium (the browser test of dlq serve)"
+if [ ! -x /usr/bin/chromium ]; then
+	say() { echo "test.sh: $*"; }
+	die() { echo "test.sh: $*" >&2; exit 1; }
+	. scripts/lib/apt.sh
+	apt_install chromium chromium-driver
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

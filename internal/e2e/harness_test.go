@@ -115,8 +115,14 @@ type proc struct {
 
 func (w *world) start(name string, args ...string) *proc {
 	w.t.Helper()
+	return w.startEnv(w.env(), name, args...)
+}
+
+// startEnv is start with the environment env.
+func (w *world) startEnv(env []string, name string, args ...string) *proc {
+	w.t.Helper()
 	p := &proc{cmd: exec.Command(filepath.Join(w.bin, name), args...), done: make(chan struct{})}
-	p.cmd.Env = w.env()
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
 	if err := p.cmd.Start(); err != nil {
 		w.t.Fatal(err)
