@@ -154,6 +154,11 @@ type Store interface {
 	Get(ctx context.Context, id string) (rec Record, found bool, err error)
 	// Attempts returns the attempt log of id, oldest first.
 	Attempts(ctx context.Context, id string) ([]Attempt, error)
+	// Prune deletes the done records delivered before olderThan, and
+	// their attempt logs, batch records examined per transaction; never
+	// a claim in flight, waiting for its retry, or dead-lettered. It
+	// returns how many records it deleted (the consumer's --retain).
+	Prune(ctx context.Context, olderThan time.Time, batch int) (int, error)
 	// Path names the store for messages, without a password.
 	Path() string
 	// Close waits for pending writes and releases everything held.
