@@ -61,6 +61,7 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 	acceptStatus := fs.String("accept-status", "201", "comma-separated 2xx `statuses` that mean delivered (only 201 unless the partner documents more)")
 	logLevel := fs.String("log-level", "info", "`level`: debug, info, warn, error")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
+	retain := fs.String("retain", "", "prune the records of claims delivered longer ago than `age` (90d, 36h; default: keep them)")
 	if err := cli.Flags(fs, doc, args, stdout); err != nil {
 		return err
 	}
@@ -78,6 +79,10 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 		return cli.Usagef("--http-timeout must be from 1ms to 1h, not %s", *httpTimeout)
 	case level.UnmarshalText([]byte(*logLevel)) != nil:
 		return cli.Usagef("--log-level must be debug, info, warn or error")
+	}
+	keep, err := store.ParseAge(*retain)
+	if err != nil {
+		return cli.Usagef("--retain %v", err)
 	}
 	mode := strings.ToLower(*syncMode)
 	if mode != "full" && mode != "normal" {
@@ -125,6 +130,13 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 		hard:    hard,
 		fatal:   make(chan error, 1),
 		tag:     fmt.Sprintf("eaimq-consumer-%d", os.Getpid()),
+	}
+	if keep > 0 {
+		// Pruned in the background while the run lasts, stopped before the
+		// store closes (this defer runs before st.Close's).
+		ctx, stop := context.WithCancel(soft)
+		pruned := store.Retain(ctx, st, keep, r.log)
+		defer func() { stop(); <-pruned }()
 	}
 	err = r.run(soft)
 	if r.sessions > 0 {

@@ -85,3 +85,16 @@ func finish(t *testing.T, s Store, id string, out Outcome) {
 		t.Fatal(err)
 	}
 }
+
+func TestParseAge(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "0": 0, "90d": 90 * 24 * time.Hour, "1.5d": 36 * time.Hour, "36h": 36 * time.Hour, "1s": time.Second} {
+		if got, err := ParseAge(in); err != nil || got != want {
+			t.Errorf("ParseAge(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"90", "d", "-1d", "0d", "90days", "500ms", "1e9d", "NaNd"} {
+		if got, err := ParseAge(in); err == nil {
+			t.Errorf("ParseAge(%q) = %v, want an error", in, got)
+		}
+	}
+}
