@@ -201,6 +201,12 @@ type Begun struct {
 // of a dead-lettered claim is tried again (that is what a replay is for),
 // while a redelivered one is not (DeadBefore).
 func (s *SQLite) Begin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (b Begun, err error) {
+	if s.readOnly {
+		return Begun{}, errReadOnly
+	}
+	if b, ok, err := s.soloBegin(ctx, id, claimID, fresh, lease); ok {
+		return b, err
+	}
 	err = s.write(ctx, false, func(tx *sql.Tx) error {
 		now := nowMS()
 		// The common case, an id never seen, in one statement.
@@ -269,22 +275,21 @@ func (s *SQLite) Finish(ctx context.Context, id string, a Attempt) (Outcome, err
 	if state == "" {
 		return out, fmt.Errorf("finish %s: no action decided", id)
 	}
+	if s.readOnly {
+		return out, errReadOnly
+	}
+	if out, ok, err := s.soloFinish(ctx, id, a, state); ok {
+		return out, err
+	}
+	f := finishArgs(a, state)
+	called, failed, reason := f.called, f.failed, f.reason
 	err := s.write(ctx, true, func(tx *sql.Tx) error {
 		out = a.Outcome
 		now := nowMS()
-		called := 0
-		if a.Called {
-			called = 1
-		}
-		failed := 0
-		if a.Outcome.Action == Requeue {
-			failed = 1
-		}
 		var doneAt any
 		if state == "done" {
 			doneAt = now
 		}
-		reason := a.Outcome.Reason.String()
 		res, err := tx.Stmt(s.stmts.finish).Exec(state, called, failed, a.Status, nullable(a.Error), reason,
 			state, nullable(a.Detail), now, doneAt, id, state, s.owner)
 		if err != nil {
@@ -314,22 +319,44 @@ func (s *SQLite) Finish(ctx context.Context, id string, a Attempt) (Outcome, err
 				}
 			}
 		}
-		// The log keeps what went wrong: every failed call and every
-		// dead-letter decision. A success is fully told by the claims row
-		// (status, time, attempt count), and writing it again would double
-		// the pages each delivered claim dirties.
-		if out.Action == Ack && a.Outcome.Action == Ack {
-			return nil
-		}
-		at := a.At
-		if at.IsZero() {
-			at = time.Now()
-		}
-		_, err = tx.Stmt(s.stmts.insertAttempt).Exec(id, at.UnixMilli(), a.Redelivered, a.Status, nullable(a.Error),
-			out.Action.String(), out.Reason.String(), a.Latency.Milliseconds())
-		return err
+		return s.logAttempt(tx, id, a, out)
 	})
 	return out, err
+}
+
+// finished is what a Finish adds to a record.
+type finished struct {
+	called, failed int // a call to count; a transient failure to count
+	reason         string
+}
+
+func finishArgs(a Attempt, state string) finished {
+	f := finished{reason: a.Outcome.Reason.String()}
+	if a.Called {
+		f.called = 1
+	}
+	if a.Outcome.Action == Requeue {
+		f.failed = 1
+	}
+	return f
+}
+
+// logAttempt writes a's line in the attempt log, as out was recorded.
+// The log keeps what went wrong: every failed call and every dead-letter
+// decision. A success is fully told by the claims row (status, time,
+// attempt count), and writing it again would double the pages each
+// delivered claim dirties.
+func (s *SQLite) logAttempt(tx *sql.Tx, id string, a Attempt, out Outcome) error {
+	if out.Action == Ack && a.Outcome.Action == Ack {
+		return nil
+	}
+	at := a.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	_, err := tx.Stmt(s.stmts.insertAttempt).Exec(id, at.UnixMilli(), a.Redelivered, a.Status, nullable(a.Error),
+		out.Action.String(), out.Reason.String(), a.Latency.Milliseconds())
+	return err
 }
 
 func nullable(s string) any {
@@ -343,6 +370,30 @@ func nullable(s string) any {
 // claim costs more than running it.
 type stmts struct {
 	insertNew, selectClaim, takeClaim, finish, insertAttempt *sql.Stmt
+	upsert, writeDown                                        *sql.Stmt // solo mode
+}
+
+// reads are solo mode's: Begin reads a record on a connection of its own,
+// without waiting for the writer (WAL: a reader sees every commit made
+// before it began, and never blocks the writer).
+type reads struct {
+	db          *sql.DB
+	selectClaim *sql.Stmt
+}
+
+func (s *SQLite) openReads(dsn string) error {
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return err
+	}
+	db.SetMaxIdleConns(4)
+	st, err := db.Prepare(`SELECT state, owner, lease_until, failures, reason FROM claims WHERE message_id = ?`)
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("prepare: %w", err)
+	}
+	s.reads = reads{db: db, selectClaim: st}
+	return nil
 }
 
 func (s *SQLite) prepare() error {
@@ -364,6 +415,26 @@ func (s *SQLite) prepare() error {
 			updated_at = ?, done_at = COALESCE(?, done_at)
 			WHERE message_id = ? AND state <> 'done'
 				AND (? = 'done' OR state <> 'inflight' OR owner IS NULL OR owner = ?)`},
+		// Solo mode's Finish: the whole record in one statement. A done
+		// record is never overwritten; failures is the count Begin read
+		// plus this one (?5 is NULL for a claim not held: the count on
+		// record).
+		{&s.stmts.upsert, `INSERT INTO claims (message_id, state, claim_id, attempts, failures, last_status, last_error,
+				reason, dead_reason, updated_at, done_at)
+			VALUES (?1, ?2, ?3, ?4, COALESCE(?5, 0) + ?6, ?7, ?8, ?9, CASE WHEN ?2 = 'dead' THEN ?10 END, ?11, ?12)
+			ON CONFLICT (message_id) DO UPDATE SET state = ?2, owner = NULL, lease_until = NULL,
+				claim_id = COALESCE(?3, claim_id), attempts = attempts + ?4, failures = COALESCE(?5, failures) + ?6,
+				last_status = ?7, last_error = ?8, reason = ?9,
+				dead_reason = CASE WHEN ?2 = 'dead' THEN ?10 ELSE dead_reason END,
+				updated_at = ?11, done_at = COALESCE(?12, done_at)
+			WHERE state <> 'done'`},
+		// Leaving solo mode: a claim held in memory becomes the row Begin
+		// would have written.
+		{&s.stmts.writeDown, `INSERT INTO claims (message_id, state, owner, lease_until, failures, claim_id, updated_at)
+			VALUES (?1, 'inflight', ?2, ?3, ?4, ?5, ?6)
+			ON CONFLICT (message_id) DO UPDATE SET state = 'inflight', owner = ?2, lease_until = ?3, failures = ?4,
+				claim_id = COALESCE(?5, claim_id), updated_at = ?6
+			WHERE state <> 'done'`},
 		{&s.stmts.insertAttempt, `INSERT INTO attempts (message_id, at, redelivered, status, error, action, reason, latency_ms)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 	} {
