@@ -199,10 +199,11 @@ type SQLite struct {
 	path       string // as the user named it (EAI_MQ_DB), for messages
 	file       string // the regular file it resolves to: SQLite's -wal lives beside it
 	owner      string
-	durability string   // the wanted durability of outcome records: full or normal
-	walSync    bool     // fsync the WAL ourselves for durable writes (full, in WAL mode)
-	readOnly   bool     // no writer: Begin and Finish fail
-	wal        *os.File // the WAL, opened for fsync (syncer goroutine only)
+	durability string     // the wanted durability of outcome records: full or normal
+	walSync    bool       // fsync the WAL ourselves for durable writes (full, in WAL mode)
+	readOnly   bool       // no writer: Begin and Finish fail
+	wal        *os.File   // the WAL, opened for fsync (walFile)
+	walMu      sync.Mutex // guards wal's opening
 
 	stmts   stmts
 	reads   reads // solo mode's Begin reads outside the writer
