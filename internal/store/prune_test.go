@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestPrune: Prune deletes done records delivered before the cutoff, with
@@ -96,5 +98,36 @@ func TestParseAge(t *testing.T) {
 		if got, err := ParseAge(in); err == nil {
 			t.Errorf("ParseAge(%q) = %v, want an error", in, got)
 		}
+	}
+}
+
+// TestPostgresPruneSkipsHeldClaim: on PostgreSQL a record whose claim lock
+// another session holds (a consumer's Begin reading it at that moment) is
+// left for the next run, then pruned once the lock is free.
+func TestPostgresPruneSkipsHeldClaim(t *testing.T) {
+	loc := pgtestNew(t)
+	s := openStore(t, loc, Options{})
+	finish(t, s, "held", OutDelivered)
+	finish(t, s, "free", OutDelivered)
+	c, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock($1)`, claimLockKey("held")); err != nil {
+		t.Fatal(err)
+	}
+	cutoff := time.Now().Add(time.Hour)
+	if n, err := s.Prune(ctx, cutoff, 10); err != nil || n != 1 {
+		t.Fatalf("Prune with one claim locked: %d %v, want 1", n, err)
+	}
+	if _, found, _ := s.Get(ctx, "held"); !found {
+		t.Fatal("the locked claim's record was pruned")
+	}
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Prune(ctx, cutoff, 10); err != nil || n != 1 {
+		t.Fatalf("Prune after the unlock: %d %v, want 1", n, err)
 	}
 }
