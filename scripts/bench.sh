@@ -4,18 +4,18 @@
 # this script prints every figure with its target and PASS or MISS, then
 # the same as the README's Figures table (Markdown).
 #
-#   scripts/bench.sh             (about ten minutes)
+#   scripts/bench.sh             (about fifteen minutes)
 #   scripts/bench.sh -quick      (fewer rounds, no 200,000-claim RSS run)
+#   scripts/bench.sh -report DIR (the figures again from a run's outputs)
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
 quick=false
-[[ ${1:-} == -quick ]] && quick=true
-scripts/mq-up.sh >/dev/null
-scripts/pg-up.sh >/dev/null
-
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+report=
+case ${1:-} in
+-quick) quick=true ;;
+-report) report=${2:?-report needs the directory a run named} ;;
+esac
 
 # bench NAME PKG TIMES [ARGS...]: run one benchmark, keep its output.
 bench() {
@@ -30,6 +30,16 @@ bench() {
 
 rounds=3
 $quick && rounds=1
+if [[ -n $report ]]; then
+	out=$report
+else
+	scripts/mq-up.sh >/dev/null
+	scripts/pg-up.sh >/dev/null
+	out=$(mktemp -d /tmp/eaimq-bench.XXXXXX)
+	echo "bench.sh: the outputs are kept in $out (scripts/bench.sh -report $out prints the figures again)" >&2
+	run_all=true
+fi
+if [[ -n ${run_all:-} ]]; then
 bench 'PublishBulk' ./publish "${rounds}x"
 bench 'PublishVsBare' ./publish 20x
 bench 'PublishProcess' ./publish 40x
@@ -41,6 +51,7 @@ $quick || bench 'ConsumerRSS' ./consumer 1x
 bench 'ScaleOutPostgres' ./consumer "${rounds}x"
 bench 'StoreGrowth' ./internal/store 1x
 bench 'BeginFinish$' ./internal/store 3000x
+fi
 
 # metric NAME SUBBENCH UNIT: the value a benchmark reported in UNIT.
 metric() {
@@ -95,7 +106,7 @@ figure "consumer prefetch 200 vs prefetch 5 ($(metric ConsumerVsBare instant cla
 figure "consumer (prefetch 20) vs the bare sequential loop, partner at 2 ms" \
 	"$(metric ConsumerVsBare 2ms consumer/bare)" - "" "(the same)"
 figure "partner at 50 ms, prefetch 5, vs Little's law (100 claims/s)" \
-	"$(metric ConsumerSlowPartner SlowPartner of-little's-law)" ge 0.9 "$b ConsumerSlowPartner -benchtime 3x ./consumer"
+	"$(metric ConsumerSlowPartner SlowPartner "of-little's-law")" ge 0.9 "$b ConsumerSlowPartner -benchtime 3x ./consumer"
 figure "drain rate with 1,000,000 earlier records in the store vs an empty store" \
 	"$(metric ConsumerHistory History 1M/empty)" ge 0.9 "$b ConsumerHistory -benchtime 3x ./consumer"
 figure "consumer RSS after 200,000 claims / after 10,000, one process ($(metric ConsumerRSS RSS MiB-at-10k) → $(metric ConsumerRSS RSS MiB-at-200k) MiB)" \
@@ -109,7 +120,7 @@ figure "three consumers on one PostgreSQL store vs one, partner at 50 ms" \
 figure "one consumer on PostgreSQL vs on SQLite, instant partner" \
 	"$(metric ScaleOutPostgres postgres-vs-sqlite postgres/sqlite)" - "" "(the same)"
 figure "store alone: Begin + Finish per claim, sync=full, P=5, µs" \
-	"$(awk '/sync=full\/P=5-/ { printf "%.0f", $3 / 1000 }' "$out/BeginFinish\$.txt")" - "" "$b BeginFinish -benchtime 3000x ./internal/store"
+	"$(awk '/sync=full\/P=5-/ { printf "%.0f", $3 / 1000 }' "$out/BeginFinish\$.txt" 2>/dev/null)" - "" "$b BeginFinish -benchtime 3000x ./internal/store"
 figure "dlq list on 100,000 dead letters, MiB (dlq's own benchmark)" "" le 32 "(not in this script)"
 
 echo
