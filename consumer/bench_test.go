@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,40 +89,118 @@ func bareConsume(b *testing.B, h *harness, n int) time.Duration {
 	return time.Since(start)
 }
 
-// BenchmarkConsumerVsBare drains N preloaded claims through the consumer
-// (dedup store, fsync'd records, acks after them, prefetch 20) and, in the
-// same run on the same broker, through the bare loop. It reports
-// consumer/bare as a throughput ratio. With an instant partner everything
-// is CPU on two cores shared with the broker and the partner, and the
-// consumer does more per claim (two SQLite transactions); with a partner
-// that takes 2 ms, concurrency pays.
+// bareConcurrent is the ceiling the issue sets for prefetch 5: a bare
+// amqp091-go consumer with inflight POSTs at once (basic.qos inflight, that
+// many goroutines, each POST then ack), and no dedup store.
+func bareConcurrent(b *testing.B, h *harness, n, inflight int) time.Duration {
+	start := time.Now()
+	conn, err := amqp.Dial(h.vh.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch.Qos(inflight, 0, false)
+	ds, err := ch.Consume(topo.Queue, "", false, false, false, false, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: inflight}}
+	var left atomic.Int64
+	left.Store(int64(n))
+	var wg sync.WaitGroup
+	for range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				d := <-ds
+				resp, err := client.Post(h.url+"/v1/claims", "application/json", bytes.NewReader(d.Body))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 201 {
+					b.Errorf("status %d", resp.StatusCode)
+					return
+				}
+				d.Ack(false)
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// BenchmarkConsumerVsBare drains N preloaded claims, instant partner, in
+// one run on one broker, through: the consumer (dedup store, --sync full:
+// each record fsync'd before its ack) at prefetch 5, 50 and 200; a bare
+// concurrent amqp091-go consumer with 5 POSTs in flight and no store; the
+// bare sequential loop (POST then ack). It reports the consumer at
+// prefetch 5 against each bare one, and prefetch 50 and 200 against 5
+// (more in flight must not be slower). partner=2ms is the sequential ratio
+// when the partner takes any time at all.
 //
 //	go test -run '^$' -bench ConsumerVsBare -benchtime 3x ./consumer
 func BenchmarkConsumerVsBare(b *testing.B) {
-	for _, tc := range []struct {
-		name    string
-		delayMS int
-		n       int
-	}{{"partner=instant", 0, 5000}, {"partner=2ms", 2, 1000}} {
-		b.Run(tc.name, func(b *testing.B) {
-			h := newHarness(b)
-			var ours, bare time.Duration
-			round := 0
-			for b.Loop() {
-				round++
+	b.Run("partner=instant", func(b *testing.B) {
+		const n = 3000
+		h := newHarness(b)
+		var p5, p50, p200, conc, seq time.Duration
+		round := 0
+		for b.Loop() {
+			round++
+			for _, r := range []struct {
+				name string
+				took *time.Duration
+				run  func(n int) time.Duration
+			}{
+				{"p5", &p5, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "5", "--sync", *benchSyncFlag) }},
+				{"conc", &conc, func(n int) time.Duration { return bareConcurrent(b, h, n, 5) }},
+				{"p50", &p50, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "50", "--sync", *benchSyncFlag) }},
+				{"seq", &seq, func(n int) time.Duration { return bareConsume(b, h, n) }},
+				{"p200", &p200, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "200", "--sync", *benchSyncFlag) }},
+			} {
 				h.partner.Set(resetControl())
-				h.partner.Set(claimsysDelay(tc.delayMS))
-				preload(b, h, fmt.Sprintf("ours%d", round), tc.n)
-				ours += consumeAll(b, h, tc.n, "--prefetch", *benchPrefetch, "--sync", *benchSyncFlag)
-				h.partner.Set(resetControl())
-				preload(b, h, fmt.Sprintf("bare%d", round), tc.n)
-				bare += bareConsume(b, h, tc.n)
+				preload(b, h, fmt.Sprintf("%s-%d", r.name, round), n)
+				*r.took += r.run(n)
 			}
-			b.ReportMetric(float64(bare)/float64(ours), "consumer/bare")
-			b.ReportMetric(float64(tc.n*b.N)/ours.Seconds(), "claims/s")
-			b.ReportMetric(float64(tc.n*b.N)/bare.Seconds(), "bare-claims/s")
-		})
-	}
+		}
+		rate := func(d time.Duration) float64 { return float64(n*b.N) / d.Seconds() }
+		b.ReportMetric(float64(conc)/float64(p5), "p5/bare-concurrent")
+		b.ReportMetric(float64(seq)/float64(p5), "p5/bare-sequential")
+		b.ReportMetric(float64(p5)/float64(p50), "p50/p5")
+		b.ReportMetric(float64(p5)/float64(p200), "p200/p5")
+		b.ReportMetric(rate(p5), "claims/s-p5")
+		b.ReportMetric(rate(p50), "claims/s-p50")
+		b.ReportMetric(rate(p200), "claims/s-p200")
+		b.ReportMetric(rate(conc), "claims/s-bare-concurrent")
+		b.ReportMetric(rate(seq), "claims/s-bare-sequential")
+	})
+	b.Run("partner=2ms", func(b *testing.B) {
+		const n = 1000
+		h := newHarness(b)
+		var ours, bare time.Duration
+		round := 0
+		for b.Loop() {
+			round++
+			h.partner.Set(resetControl())
+			h.partner.Set(claimsysDelay(2))
+			preload(b, h, fmt.Sprintf("ours%d", round), n)
+			ours += consumeAll(b, h, n, "--prefetch", "20", "--sync", *benchSyncFlag)
+			h.partner.Set(resetControl())
+			preload(b, h, fmt.Sprintf("bare%d", round), n)
+			bare += bareConsume(b, h, n)
+		}
+		b.ReportMetric(float64(bare)/float64(ours), "consumer/bare")
+		b.ReportMetric(float64(n*b.N)/ours.Seconds(), "claims/s")
+		b.ReportMetric(float64(n*b.N)/bare.Seconds(), "bare-claims/s")
+	})
 }
 
 // BenchmarkConsumerSlowPartner: the partner takes 50ms per claim and the
@@ -149,6 +229,3 @@ func BenchmarkConsumerSlowPartner(b *testing.B) {
 // benchSyncFlag is the consumer's --sync in the benchmarks:
 // go test -bench ConsumerVsBare ./consumer -args -bench-sync normal
 var benchSyncFlag = flag.String("bench-sync", "full", "the consumer's --sync in the benchmarks")
-
-// benchPrefetch is the consumer's --prefetch in ConsumerVsBare (-bench-prefetch).
-var benchPrefetch = flag.String("bench-prefetch", "20", "the consumer's --prefetch in ConsumerVsBare")

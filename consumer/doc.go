@@ -64,6 +64,16 @@
 // answer excerpt, time): the record of why a claim went to the dead-letter
 // queue, which `dlq` shows.
 //
+// Retention (--retain AGE, off by default): the records of claims delivered
+// more than AGE ago are deleted with their attempt logs, at start and then
+// every tenth of AGE (at most hourly), a few hundred per transaction between
+// the claims' own records. Only delivered records go: a claim in flight,
+// one waiting for its retry and a dead-lettered one are kept whatever their
+// age. A copy of a pruned claim that arrives later is sent again, so AGE
+// must outlast any redelivery or republication (the broker keeps nothing
+// that long unless asked to). The SQLite file stops growing once pruning
+// keeps pace: the pages freed are reused, not returned to the filesystem.
+//
 // Up to P deliveries are processed at once (--prefetch sets basic.qos before
 // consuming, so never more than P are unacked). At --max-seconds, on SIGINT
 // or on SIGTERM it stops taking deliveries, lets the calls in flight finish
@@ -126,6 +136,9 @@
 //	--sync full|normal    SQLite durability of a record before its ack
 //	                      (default full: survives power loss; normal survives
 //	                      a crash of the process)
+//	--retain AGE          prune the records of claims delivered longer ago
+//	                      than AGE (90d, 36h; at least 1s), in the background
+//	                      (default: keep every record)
 //	--log-level level     debug, info (one line per claim), warn, error
 //	                      (default info)
 //	--log-format f        text (default) or json (one JSON object per line)

@@ -78,6 +78,7 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 	})
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on `host:port` (such as 127.0.0.1:9464)")
 	logFormat := fs.String("log-format", "text", "log `format` on stderr: text or json")
+	retain := fs.String("retain", "", "prune the records of claims delivered longer ago than `age` (90d, 36h; default: keep them)")
 	if err := cli.Flags(fs, doc, args, stdout); err != nil {
 		return err
 	}
@@ -107,6 +108,10 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 			return cli.Exit(cli.ExitUsage, err)
 		}
 		plan = &p
+	}
+	keep, err := store.ParseAge(*retain)
+	if err != nil {
+		return cli.Usagef("--retain %v", err)
 	}
 	mode := strings.ToLower(*syncMode)
 	if mode != "full" && mode != "normal" {
@@ -182,6 +187,13 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 		}
 		defer stop()
 		log.Info("serving metrics", "addr", addr, "paths", "/metrics /healthz /readyz")
+	}
+	if keep > 0 {
+		// Pruned in the background while the run lasts, stopped before the
+		// store closes (this defer runs before st.Close's).
+		ctx, stop := context.WithCancel(soft)
+		pruned := store.Retain(ctx, st, keep, r.log)
+		defer func() { stop(); <-pruned }()
 	}
 	err = r.run(soft)
 	var sum summary

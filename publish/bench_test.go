@@ -66,6 +66,58 @@ func BenchmarkPublishVsBare(b *testing.B) {
 	b.ReportMetric(float64(benchClaims)*float64(b.N)/bare.Seconds(), "bare-claims/s")
 }
 
+// bulkClaims is the batch of BenchmarkPublishBulk.
+const bulkClaims = 20000
+
+// BenchmarkPublishBulk is bulk publish as a user runs it: one publish
+// process over 20,000 claim files, timed from exec to exit (start, check
+// every file, connect, send with window 256, confirms, summary, exit),
+// against the bare loop (same window, bodies already in memory, no check,
+// no process start) in the same run. Target: at least 0.9.
+//
+//	go test -run '^$' -bench PublishBulk -benchtime 3x ./publish
+func BenchmarkPublishBulk(b *testing.B) {
+	vh := brokertest.New(b)
+	vh.Topology(b)
+	dir := b.TempDir()
+	files := make([]string, bulkClaims)
+	bodies := make([][]byte, bulkClaims)
+	for i := range files {
+		body := fmt.Sprintf(`{"guid":"bulk-%05d","claimId":"C-%05d","docs":["receipt.pdf"],"amount":%d,"note":"%s"}`,
+			i, i, 1000+i, strings.Repeat("x", 300))
+		bodies[i] = []byte(body)
+		files[i] = writeClaim(b, dir, fmt.Sprintf("c%05d.json", i), body)
+	}
+	bin := brokertest.Binary(b, "eaimq/publish")
+	purge := vh.Channel(b)
+	const window = 256
+	var ours, bare time.Duration
+	for b.Loop() {
+		cmd := exec.Command(bin, append([]string{"-window", fmt.Sprint(window)}, files...)...)
+		cmd.Env = append(os.Environ(), broker.EnvURL+"="+vh.URL)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		start := time.Now()
+		err := cmd.Run()
+		ours += time.Since(start)
+		if want := fmt.Sprintf("%d sent, 0 returned", bulkClaims); err != nil || !strings.Contains(out.String(), want) {
+			b.Fatalf("publish: %v\n%s%s", err, out.String(), errb.String())
+		}
+		if _, err := purge.QueuePurge(topo.Queue, false); err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		bareLoop(b, vh.URL, bodies, window)
+		bare += time.Since(start)
+		if _, err := purge.QueuePurge(topo.Queue, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(bare)/float64(ours), "publish/bare")
+	b.ReportMetric(float64(bulkClaims)*float64(b.N)/ours.Seconds(), "claims/s")
+	b.ReportMetric(float64(bulkClaims)*float64(b.N)/bare.Seconds(), "bare-claims/s")
+}
+
 // bareLoop is the ceiling: the least a confirmed, persistent, mandatory
 // publisher with a window can do, with no validation and no return checks.
 func bareLoop(b *testing.B, url string, bodies [][]byte, window int) {
@@ -201,4 +253,26 @@ func BenchmarkPublishRSS(b *testing.B) {
 	if peak > rssLimit {
 		b.Errorf("peak RSS %.1f MiB over %d files of %d bytes, limit %d MiB", float64(peak)/(1<<20), rssClaims, rssClaimSize, rssLimit>>20)
 	}
+}
+
+// BenchmarkFirstPass is the check of 20,000 claim files alone (read,
+// validate, checksum), the part of a bulk publish that nothing may
+// overlap: nothing is sent before every file has been checked.
+//
+//	go test -run '^$' -bench FirstPass ./publish
+func BenchmarkFirstPass(b *testing.B) {
+	dir := b.TempDir()
+	files := make([]string, bulkClaims)
+	for i := range files {
+		body := fmt.Sprintf(`{"guid":"bulk-%05d","claimId":"C-%05d","docs":["receipt.pdf"],"amount":%d,"note":"%s"}`,
+			i, i, 1000+i, strings.Repeat("x", 300))
+		files[i] = writeClaim(b, dir, fmt.Sprintf("c%05d.json", i), body)
+	}
+	for b.Loop() {
+		claims, _, err := readClaims(context.Background(), files, nil, 1<<20)
+		if err != nil || claims[len(claims)-1].err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*bulkClaims), "µs/file")
 }

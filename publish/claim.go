@@ -78,27 +78,60 @@ func readClaim(ctx context.Context, name string, stdin io.Reader, maxBytes int64
 // whether its bytes must be kept, since only a regular file can be read a
 // second time.
 func readPath(ctx context.Context, name string, limit int64, buf []byte) (body []byte, keep bool, err error) {
-	f, err := os.Open(name) // a FIFO without a writer blocks here; the caller does not wait for it past a signal
+	// A FIFO without a writer blocks here; the caller does not wait for it
+	// past a signal.
+	fd, err := ignoringEINTR(func() (int, error) { return syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
 	if err != nil {
-		return buf, false, openError(err)
+		return buf, false, openError(&os.PathError{Op: "open", Path: name, Err: err})
 	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return buf, false, &os.PathError{Op: "fstat", Path: name, Err: err}
+	}
+	// The common case, a small regular file, in four system calls: open,
+	// fstat, one read of its whole size, close. (os.Open would also try
+	// to register it with the poller, and a read loop would make one more
+	// read to meet the end of the file: a third of the first pass's time
+	// over 20,000 claims.) Anything else, or a file whose size changed
+	// under the read, goes on through os.File and readLimited.
+	buf = buf[:0]
+	size := st.Size
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && size < limit && size <= 1<<20 {
+		if cap(buf) < int(size)+1 {
+			buf = make([]byte, 0, size+1)
+		}
+		n, err := ignoringEINTR(func() (int, error) { return syscall.Read(fd, buf[:size+1]) })
+		if err == nil && int64(n) == size {
+			syscall.Close(fd)
+			return buf[:n], false, nil
+		}
+		buf = buf[:max(n, 0)]
+	}
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return buf, false, err
-	}
-	size := int64(-1)
-	switch {
-	case fi.IsDir():
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
 		return buf, false, errors.New("is a directory")
-	case fi.Mode().IsRegular():
-		size = fi.Size()
+	case syscall.S_IFREG:
+	default:
+		size = -1
 	}
 	body, err = readLimited(ctx, f, limit, size, buf)
 	if errors.Is(err, syscall.EISDIR) {
 		err = errors.New("is a directory")
 	}
 	return body, size < 0, err
+}
+
+// ignoringEINTR calls f again while a signal interrupts it.
+func ignoringEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
 }
 
 // readLimited appends to buf what r holds, up to limit bytes, in chunks,
@@ -108,7 +141,7 @@ func readLimited(ctx context.Context, r io.Reader, limit, size int64, buf []byte
 	const chunk = 1 << 20
 	if size >= 0 {
 		if want := int(min(size+1, limit)); cap(buf) < want {
-			buf = make([]byte, 0, want)
+			buf = slices.Grow(buf, want-len(buf)) // keeps what buf holds
 		}
 	}
 	for int64(len(buf)) < limit {

@@ -33,11 +33,24 @@ func (s *SQLite) Get(ctx context.Context, id string) (rec Record, found bool, er
 	err = s.db.QueryRowContext(ctx, `SELECT message_id, state, claim_id, attempts, failures, last_status,
 		last_error, dead_reason, reason, updated_at, done_at FROM claims WHERE message_id = ?`, id).
 		Scan(&rec.MessageID, &rec.State, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &reason, &updated, &doneAt)
+	found = err == nil
 	if errors.Is(err, sql.ErrNoRows) {
-		return Record{}, false, nil
+		err = nil
 	}
 	if err != nil {
 		return Record{}, false, err
+	}
+	if c, held := s.soloHeld(id); held {
+		// In progress in this solo store: in memory, not in the file.
+		if !found {
+			rec = Record{MessageID: id, ClaimID: c.claimID, UpdatedAt: time.Now()}
+		}
+		rec.State, rec.Failures = "inflight", c.failures
+		rec.Outcome = Outcome{stateAction("inflight"), parseStoredReason(reason.String)}
+		return rec, true, nil
+	}
+	if !found {
+		return Record{}, false, nil
 	}
 	rec.ClaimID, rec.LastError, rec.DeadReason = claimID.String, lastErr.String, dead.String
 	rec.Outcome = Outcome{stateAction(rec.State), parseStoredReason(reason.String)}

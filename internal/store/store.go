@@ -45,13 +45,14 @@ func Path(getenv func(string) string) string {
 
 // SchemaVersion is PRAGMA user_version of a file this code wrote. Open
 // migrates older files up to it and refuses newer ones.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[v] takes a file from version v to v+1, inside one
 // transaction.
 var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	migrate1,
 	migrate2,
+	migrate3,
 }
 
 const schema1 = `CREATE TABLE claims (
@@ -134,6 +135,12 @@ func migrate2(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
+// migrate3 changes no table: version 3 marks a file whose writers keep the
+// lock-file protocol of solo mode (see solo), so that a program of version
+// 2, which would write in-progress rows that a solo store never reads,
+// refuses it.
+func migrate3(context.Context, *sql.Tx) error { return nil }
+
 // Store is an open dedup store: the consumer's record of each claim and the
 // lock that keeps two consumers from calling the partner with one id at
 // once. SQLite (a file, the default) and PostgreSQL (a URL, for consumers on
@@ -154,6 +161,11 @@ type Store interface {
 	Get(ctx context.Context, id string) (rec Record, found bool, err error)
 	// Attempts returns the attempt log of id, oldest first.
 	Attempts(ctx context.Context, id string) ([]Attempt, error)
+	// Prune deletes the done records delivered before olderThan, and
+	// their attempt logs, batch records examined per transaction; never
+	// a claim in flight, waiting for its retry, or dead-lettered. It
+	// returns how many records it deleted (the consumer's --retain).
+	Prune(ctx context.Context, olderThan time.Time, batch int) (int, error)
 	// Path names the store for messages, without a password.
 	Path() string
 	// Close waits for pending writes and releases everything held.
@@ -187,12 +199,15 @@ type SQLite struct {
 	path       string // as the user named it (EAI_MQ_DB), for messages
 	file       string // the regular file it resolves to: SQLite's -wal lives beside it
 	owner      string
-	durability string   // the wanted durability of outcome records: full or normal
-	walSync    bool     // fsync the WAL ourselves for durable writes (full, in WAL mode)
-	readOnly   bool     // no writer: Begin and Finish fail
-	wal        *os.File // the WAL, opened for fsync (syncer goroutine only)
+	durability string     // the wanted durability of outcome records: full or normal
+	walSync    bool       // fsync the WAL ourselves for durable writes (full, in WAL mode)
+	readOnly   bool       // no writer: Begin and Finish fail
+	wal        *os.File   // the WAL, opened for fsync (walFile)
+	walMu      sync.Mutex // guards wal's opening
 
 	stmts   stmts
+	reads   reads // solo mode's Begin reads outside the writer
+	solo    solo
 	reqs    chan *request
 	stopped chan struct{}
 	once    sync.Once
@@ -277,7 +292,15 @@ func OpenSQLite(path string, o Options) (*SQLite, error) {
 			db.Close()
 			return nil, fmt.Errorf("dedup store %s: %w", given, err)
 		}
+		if err := s.openReads(dsn); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("dedup store %s: %w", given, err)
+		}
 		go s.writer()
+		if err := s.openSolo(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("dedup store %s: %w", given, err)
+		}
 	} else {
 		close(s.stopped)
 	}
@@ -354,8 +377,14 @@ func (s *SQLite) init(readOnly bool) error {
 
 // Close stops the writer after the pending writes and closes the file.
 func (s *SQLite) Close() error {
-	s.once.Do(func() { close(s.reqs) })
+	s.once.Do(func() {
+		s.closeSolo() // the watcher may be writing: before the writer stops
+		close(s.reqs)
+	})
 	<-s.stopped
+	if s.reads.db != nil {
+		s.reads.db.Close()
+	}
 	if s.wal != nil {
 		s.wal.Close()
 	}
