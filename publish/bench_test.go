@@ -31,15 +31,7 @@ const benchClaims = 2000
 func BenchmarkPublishVsBare(b *testing.B) {
 	vh := brokertest.New(b)
 	vh.Topology(b)
-	dir := b.TempDir()
-	files := make([]string, benchClaims)
-	bodies := make([][]byte, benchClaims)
-	for i := range files {
-		body := fmt.Sprintf(`{"guid":"bench-%05d","claimId":"C-%05d","docs":["receipt.pdf"],"amount":%d,"note":"%s"}`,
-			i, i, 1000+i, strings.Repeat("x", 300))
-		bodies[i] = []byte(body)
-		files[i] = writeClaim(b, dir, fmt.Sprintf("c%05d.json", i), body)
-	}
+	files, bodies := benchFiles(b, "bench", benchClaims)
 	purge := vh.Channel(b)
 	const window = 256
 	var ours, bare time.Duration
@@ -66,6 +58,20 @@ func BenchmarkPublishVsBare(b *testing.B) {
 	b.ReportMetric(float64(benchClaims)*float64(b.N)/bare.Seconds(), "bare-claims/s")
 }
 
+// benchFiles writes n claim files of about 400 bytes (guids prefix-00000,
+// ...) and returns their paths and bodies.
+func benchFiles(b *testing.B, prefix string, n int) (files []string, bodies [][]byte) {
+	dir := b.TempDir()
+	files, bodies = make([]string, n), make([][]byte, n)
+	for i := range files {
+		body := fmt.Sprintf(`{"guid":"%s-%05d","claimId":"C-%05d","docs":["receipt.pdf"],"amount":%d,"note":"%s"}`,
+			prefix, i, i, 1000+i, strings.Repeat("x", 300))
+		bodies[i] = []byte(body)
+		files[i] = writeClaim(b, dir, fmt.Sprintf("c%05d.json", i), body)
+	}
+	return files, bodies
+}
+
 // bulkClaims is the batch of BenchmarkPublishBulk.
 const bulkClaims = 20000
 
@@ -79,15 +85,7 @@ const bulkClaims = 20000
 func BenchmarkPublishBulk(b *testing.B) {
 	vh := brokertest.New(b)
 	vh.Topology(b)
-	dir := b.TempDir()
-	files := make([]string, bulkClaims)
-	bodies := make([][]byte, bulkClaims)
-	for i := range files {
-		body := fmt.Sprintf(`{"guid":"bulk-%05d","claimId":"C-%05d","docs":["receipt.pdf"],"amount":%d,"note":"%s"}`,
-			i, i, 1000+i, strings.Repeat("x", 300))
-		bodies[i] = []byte(body)
-		files[i] = writeClaim(b, dir, fmt.Sprintf("c%05d.json", i), body)
-	}
+	files, bodies := benchFiles(b, "bulk", bulkClaims)
 	bin := brokertest.Binary(b, "eaimq/publish")
 	purge := vh.Channel(b)
 	const window = 256
@@ -261,13 +259,7 @@ func BenchmarkPublishRSS(b *testing.B) {
 //
 //	go test -run '^$' -bench FirstPass ./publish
 func BenchmarkFirstPass(b *testing.B) {
-	dir := b.TempDir()
-	files := make([]string, bulkClaims)
-	for i := range files {
-		body := fmt.Sprintf(`{"guid":"bulk-%05d","claimId":"C-%05d","docs":["receipt.pdf"],"amount":%d,"note":"%s"}`,
-			i, i, 1000+i, strings.Repeat("x", 300))
-		files[i] = writeClaim(b, dir, fmt.Sprintf("c%05d.json", i), body)
-	}
+	files, _ := benchFiles(b, "bulk", bulkClaims)
 	for b.Loop() {
 		claims, _, err := readClaims(context.Background(), files, nil, 1<<20)
 		if err != nil || claims[len(claims)-1].err != nil {
