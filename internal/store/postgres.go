@@ -397,6 +397,14 @@ func (s *Postgres) letGo(ctx context.Context, c *pgClaim) {
 	}
 }
 
+// unlockAll releases every advisory lock conn's session holds, best
+// effort: closing the session releases them anyway, only later.
+func unlockAll(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+}
+
 // closeConn ends conn's session (the server releases what it held); the
 // pool then discards it on Release.
 func closeConn(conn *pgxpool.Conn) {
@@ -737,6 +745,11 @@ func (s *Postgres) Close() error {
 	for _, c := range all {
 		c.turn <- struct{}{}
 		if c.conn != nil {
+			// Unlock first and wait for the answer: a closed session's
+			// locks go only once its server process has noticed, a moment
+			// after Close returns, and a peer asking at once would still
+			// find the claim held.
+			unlockAll(c.conn)
 			closeConn(c.conn)
 		}
 		s.letGo(context.Background(), c)
