@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,8 +94,12 @@ func bareConsume(b *testing.B, h *harness, n int) time.Duration {
 
 // bareConcurrent is the ceiling the issue sets for prefetch 5: a bare
 // amqp091-go consumer with inflight POSTs at once (basic.qos inflight, that
-// many goroutines, each POST then ack), and no dedup store.
-func bareConcurrent(b *testing.B, h *harness, n, inflight int) time.Duration {
+// many goroutines, each POST then ack), and no dedup store. With a journal,
+// each goroutine also appends a line to it and waits for an fdatasync that
+// began after its write before it acks (one fsync shared by whoever wrote
+// meanwhile): the least any consumer does that keeps its record durable
+// before the ack, with no dedup read and no database.
+func bareConcurrent(b *testing.B, h *harness, n, inflight int, j *journal) time.Duration {
 	start := time.Now()
 	conn, err := amqp.Dial(h.vh.URL)
 	if err != nil {
@@ -129,6 +136,12 @@ func bareConcurrent(b *testing.B, h *harness, n, inflight int) time.Duration {
 					b.Errorf("status %d", resp.StatusCode)
 					return
 				}
+				if j != nil {
+					if err := j.record(d.MessageId + " 201\n"); err != nil {
+						b.Error(err)
+						return
+					}
+				}
 				d.Ack(false)
 			}
 		}()
@@ -137,11 +150,65 @@ func bareConcurrent(b *testing.B, h *harness, n, inflight int) time.Duration {
 	return time.Since(start)
 }
 
+// journal is the durable ceiling's record: lines appended to a file, made
+// durable by group fdatasync.
+type journal struct {
+	f       *os.File
+	mu      sync.Mutex
+	cond    *sync.Cond
+	written uint64 // lines written
+	synced  uint64 // lines covered by a finished fdatasync
+	syncing bool
+}
+
+func newJournal(b *testing.B) *journal {
+	f, err := os.OpenFile(filepath.Join(b.TempDir(), "journal"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	j := &journal{f: f}
+	j.cond = sync.NewCond(&j.mu)
+	return j
+}
+
+// record appends line and returns once an fdatasync that began after the
+// write has finished.
+func (j *journal) record(line string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, err := j.f.WriteString(line); err != nil {
+		return err
+	}
+	j.written++
+	mine := j.written
+	for j.synced < mine {
+		if j.syncing {
+			j.cond.Wait()
+			continue
+		}
+		j.syncing = true
+		upto := j.written
+		j.mu.Unlock()
+		err := syscall.Fdatasync(int(j.f.Fd()))
+		j.mu.Lock()
+		j.syncing = false
+		j.cond.Broadcast()
+		if err != nil {
+			return err
+		}
+		j.synced = max(j.synced, upto)
+	}
+	return nil
+}
+
 // BenchmarkConsumerVsBare drains N preloaded claims, instant partner, in
 // one run on one broker, through: the consumer (dedup store, --sync full:
 // each record fsync'd before its ack) at prefetch 5, 50 and 200; a bare
 // concurrent amqp091-go consumer with 5 POSTs in flight and no store; the
-// bare sequential loop (POST then ack). It reports the consumer at
+// bare sequential loop (POST then ack); the bare concurrent consumer with
+// a journal fdatasync'd before each ack (the durable ceiling: what fsync
+// alone costs at prefetch 5). It reports the consumer at
 // prefetch 5 against each bare one, and prefetch 50 and 200 against 5
 // (more in flight must not be slower). partner=2ms is the sequential ratio
 // when the partner takes any time at all.
@@ -151,7 +218,7 @@ func BenchmarkConsumerVsBare(b *testing.B) {
 	b.Run("partner=instant", func(b *testing.B) {
 		const n = 3000
 		h := newHarness(b)
-		var p5, p50, p200, conc, seq time.Duration
+		var p5, p50, p200, conc, durable, seq time.Duration
 		round := 0
 		for b.Loop() {
 			round++
@@ -161,7 +228,8 @@ func BenchmarkConsumerVsBare(b *testing.B) {
 				run  func(n int) time.Duration
 			}{
 				{"p5", &p5, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "5", "--sync", *benchSyncFlag) }},
-				{"conc", &conc, func(n int) time.Duration { return bareConcurrent(b, h, n, 5) }},
+				{"conc", &conc, func(n int) time.Duration { return bareConcurrent(b, h, n, 5, nil) }},
+				{"durable", &durable, func(n int) time.Duration { return bareConcurrent(b, h, n, 5, newJournal(b)) }},
 				{"p50", &p50, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "50", "--sync", *benchSyncFlag) }},
 				{"seq", &seq, func(n int) time.Duration { return bareConsume(b, h, n) }},
 				{"p200", &p200, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "200", "--sync", *benchSyncFlag) }},
@@ -173,6 +241,8 @@ func BenchmarkConsumerVsBare(b *testing.B) {
 		}
 		rate := func(d time.Duration) float64 { return float64(n*b.N) / d.Seconds() }
 		b.ReportMetric(float64(conc)/float64(p5), "p5/bare-concurrent")
+		b.ReportMetric(float64(durable)/float64(p5), "p5/bare-concurrent-durable")
+		b.ReportMetric(float64(conc)/float64(durable), "bare-durable/bare-concurrent")
 		b.ReportMetric(float64(seq)/float64(p5), "p5/bare-sequential")
 		b.ReportMetric(float64(p5)/float64(p50), "p50/p5")
 		b.ReportMetric(float64(p5)/float64(p200), "p200/p5")
@@ -180,6 +250,7 @@ func BenchmarkConsumerVsBare(b *testing.B) {
 		b.ReportMetric(rate(p50), "claims/s-p50")
 		b.ReportMetric(rate(p200), "claims/s-p200")
 		b.ReportMetric(rate(conc), "claims/s-bare-concurrent")
+		b.ReportMetric(rate(durable), "claims/s-bare-concurrent-durable")
 		b.ReportMetric(rate(seq), "claims/s-bare-sequential")
 	})
 	b.Run("partner=2ms", func(b *testing.B) {

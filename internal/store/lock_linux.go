@@ -50,3 +50,7 @@ func lockedByOther(f *os.File, off int64) (bool, error) {
 	}
 	return lk.Type != syscall.F_UNLCK, nil
 }
+
+// datasync is fdatasync, as SQLite itself syncs on Linux: the data and the
+// file's size, without a journal commit for its times alone.
+func datasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }

@@ -9,3 +9,5 @@ import "os"
 func lockRange(*os.File, int64, bool, bool) (bool, error) { return false, errNoOFDLocks }
 
 func lockedByOther(*os.File, int64) (bool, error) { return false, errNoOFDLocks }
+
+func datasync(f *os.File) error { return f.Sync() }
