@@ -100,6 +100,10 @@ figure "consumer --sync full, prefetch 5, instant partner, vs a bare concurrent 
 	"$(metric ConsumerVsBare instant p5/bare-concurrent)" ge 1.0 "$b ConsumerVsBare -benchtime 3x ./consumer"
 figure "the same vs the bare sequential loop (POST then ack, no store; $(metric ConsumerVsBare instant claims/s-bare-sequential) claims/s)" \
 	"$(metric ConsumerVsBare instant p5/bare-sequential)" ge 1.0 "(the same)"
+figure "the durable ceiling: the bare concurrent consumer, appending a line to a journal and waiting for an fdatasync before each ack, vs itself without ($(metric ConsumerVsBare instant claims/s-bare-concurrent-durable) claims/s; what fsync before the ack alone leaves at prefetch 5)" \
+	"$(metric ConsumerVsBare instant bare-durable/bare-concurrent)" - "" "(the same)"
+figure "consumer --sync full, prefetch 5, vs the durable ceiling (no dedup read, no database)" \
+	"$(metric ConsumerVsBare instant p5/bare-concurrent-durable)" - "" "(the same)"
 figure "consumer prefetch 50 vs prefetch 5, same run ($(metric ConsumerVsBare instant claims/s-p50) claims/s): not falling" \
 	"$(metric ConsumerVsBare instant p50/p5)" ge 0.95 "(the same)"
 figure "consumer prefetch 200 vs prefetch 5 ($(metric ConsumerVsBare instant claims/s-p200) claims/s): not falling" \
