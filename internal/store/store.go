@@ -323,7 +323,7 @@ func (s *SQLite) init(readOnly bool) error {
 			return err
 		}
 		// In WAL mode SQLite commits without fsync and the writer fsyncs the
-		// WAL itself, pipelined (see writer). Where WAL is not available
+		// WAL itself, once per group commit (see writer). Where WAL is not available
 		// (some network filesystems), SQLite's own synchronous setting does
 		// the work, one fsync per commit.
 		// Checkpoint (copy the WAL back into the file) every 16 MiB rather
