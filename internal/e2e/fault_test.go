@@ -7,9 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -259,31 +257,6 @@ func TestFaultTwoConsumersOneStore(t *testing.T) {
 	w.account("two consumers, one EAI_MQ_DB, a guid sent 10x", published, 0, "0", "")
 }
 
-// privateNode starts a broker node of the test's own (its own node name,
-// AMQP and distribution ports, and data directory) with scripts/mq-up.sh,
-// and stops it when the test ends, so that no test disturbs the machine's
-// shared broker. up starts it (again); stop stops it.
-func privateNode(t *testing.T, node string, port int) (up, stop func()) {
-	_, file, _, _ := runtime.Caller(0)
-	mqUp := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "mq-up.sh")
-	up = func() {
-		cmd := exec.Command("bash", mqUp)
-		cmd.Env = append(os.Environ(), "EAIMQ_NODE="+node, fmt.Sprintf("EAIMQ_AMQP_PORT=%d", port),
-			"EAIMQ_STATUS_FILE="+filepath.Join(t.TempDir(), "status.txt"))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("start private node %s: %v\n%s", node, err, out)
-		}
-	}
-	stop = func() {
-		if _, err := (rabbitctl.Ctl{Node: node}).Run(context.Background(), "stop"); err != nil {
-			t.Logf("stop private node %s: %v", node, err)
-		}
-	}
-	up()
-	t.Cleanup(stop) // registered before any vhost on it, so it runs after their deletion
-	return up, stop
-}
-
 // TestFaultBrokerRestarted restarts a private broker node (its own node
 // name, AMQP and distribution ports, data directory) under the consumer,
 // so that no test disturbs the machine's shared broker.
@@ -303,7 +276,7 @@ func TestFaultBrokerRestarted(t *testing.T) {
 		prefetch   = 5
 		holdAfter  = 25
 	)
-	up, stop := privateNode(t, node, port)
+	up, stop := brokertest.PrivateNode(t, node, port)
 	ctl := rabbitctl.Ctl{Node: node}
 	w := &world{t: t, vh: brokertest.NewOn(t, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port)),
 		db: filepath.Join(t.TempDir(), "processed.db"), bin: installed(t), partner: claimsys.New()}
@@ -386,7 +359,7 @@ func TestFaultBrokerRestarted(t *testing.T) {
 // and names the alarm.
 func TestPublishAgainstBlockedBroker(t *testing.T) {
 	node, port := "eaimqalarm@localhost", 5697
-	privateNode(t, node, port)
+	brokertest.PrivateNode(t, node, port)
 	ctl := rabbitctl.Ctl{Node: node}
 	w := &world{t: t, vh: brokertest.NewOn(t, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port)),
 		db: filepath.Join(t.TempDir(), "processed.db"), bin: installed(t), partner: claimsys.New()}
