@@ -49,6 +49,7 @@ bench 'ConsumerSlowPartner' ./consumer "${rounds}x"
 bench 'ConsumerMetricsCost' ./consumer 6x
 bench 'ConsumerHistory' ./consumer "${rounds}x"
 $quick || bench 'ConsumerRSS' ./consumer 1x
+$quick || bench 'DLQListRSS' ./dlq 1x
 bench 'ScaleOutPostgres' ./consumer "${rounds}x"
 bench 'StoreGrowth' ./internal/store 1x
 bench 'BeginFinish$' ./internal/store 3000x
@@ -128,7 +129,10 @@ figure "one consumer on PostgreSQL vs on SQLite, instant partner" \
 	"$(metric ScaleOutPostgres postgres-vs-sqlite postgres/sqlite)" - "" "(the same)"
 figure "store alone: Begin + Finish per claim, sync=full, P=5, µs" \
 	"$(awk '/sync=full\/P=5-/ { printf "%.0f", $3 / 1000 }' "$out/BeginFinish\$.txt" 2>/dev/null)" - "" "$b BeginFinish -benchtime 3000x ./internal/store"
-figure "dlq list on 100,000 dead letters, MiB (dlq's own benchmark)" "" le 32 "(not in this script)"
+figure "peak RSS of dlq list on 100,000 dead letters with their store records, MiB (first 10,000 only: $(metric DLQListRSS DLQListRSS MiB-at-10k) MiB; dlq -version: $(metric DLQListRSS DLQListRSS MiB-idle) MiB)" \
+	"$(metric DLQListRSS DLQListRSS MiB-peak-RSS)" le 32 "$b DLQListRSS -benchtime 1x ./dlq"
+figure "dlq list RSS over 100,000 dead letters / over the first 10,000 (-limit), same run" \
+	"$(metric DLQListRSS DLQListRSS rss100k/rss10k)" le 1.10 "(the same)"
 
 echo
 echo "| what | command | result | target | |"
