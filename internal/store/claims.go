@@ -30,12 +30,15 @@ type request struct {
 // every record committed while the previous one ran.
 //
 // The fsync is the writer's own, in line, rather than handed to syncer
-// goroutines that overlap it with the next commit (the design before): on
-// two shared cores, next to the broker and the partner, each hand-off is a
-// thread woken and put back to sleep, and a second fsync in flight made
-// neither finish sooner (the device flushes one after the other). In line,
-// a drain at prefetch 5 took 9 voluntary context switches per claim
-// instead of 12.6, and more claims shared each fsync.
+// goroutines that overlap it with the next commit (the design before). On
+// two shared cores next to the broker and the partner, the overlapped
+// fsyncs made none finish sooner (the device flushes them one after the
+// other) and each covered fewer records: a drain at prefetch 5 went from
+// 0.75 fsyncs per claim to 0.50 in line (perf stat, alternated runs), for
+// the same CPU per claim, and its rate rose (630-778 to 695-926 claims/s,
+// BenchmarkConsumerVsBare alternated). The store benchmarked alone at P=5
+// is slower in line (BenchmarkBeginFinish: 620-695 to 713-1020 µs a
+// claim): with nothing else on the cores, overlapping costs nothing.
 func (s *SQLite) writer() {
 	defer close(s.stopped)
 	batch := make([]*request, 0, 128)
