@@ -193,71 +193,63 @@ func reread(ctx context.Context, c *claim, buf []byte) ([]byte, error) {
 	return body, nil
 }
 
-// checked is one file's outcome of the first pass.
-type checked struct {
-	i int
-	c claim
-}
-
 // readClaims runs the first pass: every file read and checked, a few at a
 // time (a batch of small files is bound by open/read/close, which overlap
-// well), keeping only what claim keeps. It returns at once when ctx ends,
-// with the names of the files still being read: a read from a FIFO
-// without a writer or a terminal cannot be interrupted, so its goroutine
-// is left to the process's exit.
+// well), keeping only what claim keeps. Each worker takes the next index
+// itself and writes its claim in place: two channel handoffs per file
+// with a coordinating goroutine made the pass over 20,000 small claims
+// 1.5-1.7 times the bare open/fstat/read/close of the same files, against
+// 1.3-1.4 now (BenchmarkFirstPass is the pass alone). It
+// returns at once when ctx ends, with the names of the files still being
+// read: a read from a FIFO without a writer or a terminal cannot be
+// interrupted, so its goroutine is left to the process's exit.
 func readClaims(ctx context.Context, files []string, stdin io.Reader, maxBytes int64) ([]claim, []string, error) {
 	claims := make([]claim, len(files))
 	// Each worker holds a buffer as large as the largest file it has read;
 	// fewer workers when files may be large keep that bounded.
 	workers := max(1, min(8, len(files), int((32<<20)/maxBytes)))
-	next := make(chan int)
-	out := make(chan checked)
-	stop := make(chan struct{})
-	defer close(stop)
+	var next atomic.Int64
+	// reading[w] is the index of the file worker w is reading, -1 when none.
+	reading := make([]atomic.Int64, workers)
+	done := make(chan struct{})
+	var left atomic.Int32
+	left.Store(int32(workers))
 	var kept atomic.Int64
-	for range workers {
+	for w := range workers {
+		reading[w].Store(-1)
 		go func() {
+			defer func() {
+				if left.Add(-1) == 0 {
+					close(done)
+				}
+			}()
 			var buf []byte
-			for i := range next {
-				c := readClaim(ctx, files[i], stdin, maxBytes, &buf, &kept)
-				select {
-				case out <- checked{i, c}:
-				case <-stop:
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(files) {
 					return
 				}
+				reading[w].Store(int64(i))
+				claims[i] = readClaim(ctx, files[i], stdin, maxBytes, &buf, &kept)
+				reading[w].Store(-1)
 			}
 		}()
 	}
-	busy := map[int]bool{}
-	sent, got := 0, 0
-	for got < len(files) {
-		var feed chan int
-		if sent < len(files) {
-			feed = next
+	select {
+	case <-done:
+	case <-ctx.Done():
+		var busy []int
+		for w := range reading {
+			if i := reading[w].Load(); i >= 0 {
+				busy = append(busy, int(i))
+			}
 		}
-		select {
-		case feed <- sent:
-			busy[sent] = true
-			sent++
-			if sent == len(files) {
-				close(next)
-			}
-		case r := <-out:
-			delete(busy, r.i)
-			claims[r.i] = r.c
-			got++
-		case <-ctx.Done():
-			if sent < len(files) {
-				close(next)
-			}
-			var reading []string
-			for i := range files {
-				if busy[i] {
-					reading = append(reading, files[i])
-				}
-			}
-			return nil, reading, ctx.Err()
+		slices.Sort(busy) // in the order given
+		names := make([]string, len(busy))
+		for k, i := range busy {
+			names[k] = files[i]
 		}
+		return nil, names, ctx.Err()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err // a file may have stopped short: no verdict
