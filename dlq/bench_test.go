@@ -49,12 +49,10 @@ const (
 // headers. Publishing straight to claim.dead with made-up x-death headers
 // would be faster, but would measure headers of our making.
 //
-// dlq runs under testdata/rssspawn, which reports the rusage: the kernel
-// carries a parent's RSS into a child it starts with CLONE_VM (as Go
-// starts every child), and this process, after the setup, is larger than
-// dlq (31 MiB against 26 when first run). The spawner holds about 2.5 MiB.
-// MiB-idle is `dlq -version` through it: what the binary takes before it
-// does anything.
+// dlq's peak RSS comes through brokertest.PeakRSS: this process, after
+// the setup, is larger than dlq (31 MiB against 26 when first run), and
+// read directly the figure would be its own. MiB-idle is `dlq -version`:
+// what the binary takes before it does anything.
 //
 // On a private node: the walk makes the broker hold every message it took
 // unacked until it ends, which raised the memory alarm of the machine's
@@ -71,34 +69,26 @@ func BenchmarkDLQListRSS(b *testing.B) {
 	b.Logf("setup: %d dead letters in claim.dead and in the store in %s", rssDead, time.Since(start).Round(time.Second))
 
 	bin := brokertest.Binary(b, "eaimq/dlq")
-	spawn := brokertest.Binary(b, "./testdata/rssspawn")
 	dir := b.TempDir()
 	env := append(os.Environ(), broker.EnvURL+"="+vh.URL, store.EnvPath+"="+db)
-	// maxrss runs dlq args through the spawner, stdout to a file (100,000
-	// rows are 15 MB), and returns its ru_maxrss in bytes and its stdout.
+	// maxrss runs dlq args, stdout to a file (100,000 rows are 15 MB), and
+	// returns its peak RSS in bytes and its stdout's file.
 	maxrss := func(args ...string) (int64, string) {
-		report, out := filepath.Join(dir, "rss"), filepath.Join(dir, "stdout")
+		out := filepath.Join(dir, "stdout")
 		f, err := os.Create(out)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer f.Close()
-		cmd := exec.Command(spawn, append([]string{report, bin}, args...)...)
+		cmd := exec.Command(bin, args...)
 		cmd.Env = env
 		var errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = f, &errb
-		if err := cmd.Run(); err != nil || errb.Len() > 0 {
+		rss, err := brokertest.PeakRSS(b, cmd)
+		if err != nil || errb.Len() > 0 {
 			b.Fatalf("dlq %s: %v\n%s", strings.Join(args, " "), err, errb.String())
 		}
-		r, err := os.ReadFile(report)
-		if err != nil {
-			b.Fatal(err)
-		}
-		kib, err := strconv.ParseInt(strings.TrimSpace(string(r)), 10, 64)
-		if err != nil {
-			b.Fatalf("rssspawn's report %q: %v", r, err)
-		}
-		return kib << 10, out
+		return rss, out
 	}
 
 	// Each run returns every message it took unacked when dlq's connection

@@ -16,6 +16,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
+	"eaimq/internal/rabbitctl"
 	"eaimq/internal/topo"
 )
 
@@ -205,7 +206,8 @@ const (
 
 // BenchmarkPublishRSS runs one publish process over 5,000 claim files of
 // 1 MiB each (5 GiB, in b.TempDir) and reports its peak resident memory
-// (getrusage's ru_maxrss, the kernel's VmHWM). It fails over 64 MiB: the
+// (brokertest.PeakRSS: publish's own, not this process's). It fails over
+// 64 MiB: the
 // check keeps only each file's name, size, checksum and guid, and the send
 // reads each file again into one of two buffers, so memory does not grow
 // with the batch.
@@ -225,8 +227,8 @@ const (
 //	go test -run '^$' -bench PublishRSS -benchtime 1x ./publish
 func BenchmarkPublishRSS(b *testing.B) {
 	const node, port = "eaimqpubrss@localhost", 5694
-	ctl := privateNode(b, node, port)
-	vh := brokertest.NewOn(b, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port))
+	brokertest.PrivateNode(b, node, port)
+	vh := brokertest.NewOn(b, rabbitctl.Ctl{Node: node}, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port))
 	vh.Topology(b)
 	vh.Policy(b, "sink", topo.Queue, `{"max-length":0}`)
 	vh.Policy(b, "sink-dead", topo.DeadQueue, `{"max-length":0}`)
@@ -251,17 +253,14 @@ func BenchmarkPublishRSS(b *testing.B) {
 		cmd.Env = append(os.Environ(), broker.EnvURL+"="+vh.URL)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
+		rss, err := brokertest.PeakRSS(b, cmd)
+		if err != nil {
 			b.Fatalf("publish: %v\n%s%s", err, out.String(), errb.String())
 		}
 		if want := fmt.Sprintf("%d sent, 0 returned", rssClaims); !strings.Contains(out.String(), want) {
 			b.Fatalf("publish: %s%s", out.String(), errb.String())
 		}
-		ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		if !ok {
-			b.Fatal("no rusage on this platform")
-		}
-		peak = max(peak, ru.Maxrss<<10) // KiB on Linux
+		peak = max(peak, rss)
 	}
 	if n := vh.Depth(b, topo.DeadQueue); n != 0 {
 		b.Errorf("claim.dead holds %d claims: the sink let them through", n)

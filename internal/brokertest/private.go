@@ -42,7 +42,10 @@ func PrivateNode(t testing.TB, node string, port int) (up, stop func()) {
 			t.Logf("stop private node %s: %v", node, err)
 		}
 	}
+	// Registered before any vhost on the node, so it runs after their
+	// deletion; and before the start, so that a node that came up but
+	// failed mq-up.sh's last step is stopped all the same.
+	t.Cleanup(stop)
 	up()
-	t.Cleanup(stop) // registered before any vhost on it, so it runs after their deletion
 	return up, stop
 }

@@ -1,5 +1,5 @@
 // Rssspawn runs a command and writes its peak resident memory (getrusage's
-// ru_maxrss, in KiB on Linux) to a file, for BenchmarkDLQListRSS:
+// ru_maxrss, in KiB on Linux) to a file, for brokertest.PeakRSS:
 //
 //	rssspawn REPORT COMMAND [ARG...]
 //
