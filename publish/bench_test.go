@@ -207,10 +207,9 @@ const (
 // BenchmarkPublishRSS runs one publish process over 5,000 claim files of
 // 1 MiB each (5 GiB, in b.TempDir) and reports its peak resident memory
 // (brokertest.PeakRSS: publish's own, not this process's). It fails over
-// 64 MiB: the
-// check keeps only each file's name, size, checksum and guid, and the send
-// reads each file again into one of two buffers, so memory does not grow
-// with the batch.
+// 64 MiB: past its first 8 MiB of claims the check keeps only each file's
+// name, size, checksum and guid, and the send reads each file again into
+// one of two buffers, so memory does not grow with the batch.
 //
 // The broker must not hold 5 GiB. claim.in gets a max-length 0 policy, so
 // that it drops each claim once it has confirmed it; but a claim dropped
