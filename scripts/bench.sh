@@ -4,7 +4,7 @@
 # this script prints every figure with its target and PASS or MISS, then
 # the same as the README's Figures table (Markdown).
 #
-#   scripts/bench.sh             (about fifteen minutes)
+#   scripts/bench.sh             (about twenty minutes)
 #   scripts/bench.sh -quick      (fewer rounds, no 200,000-claim RSS run)
 #   scripts/bench.sh -report DIR (the figures again from a run's outputs)
 set -euo pipefail
