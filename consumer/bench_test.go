@@ -56,24 +56,34 @@ func consumeAll(b *testing.B, h *harness, n int, args ...string) time.Duration {
 	return time.Since(start)
 }
 
-// bareConsume is the ceiling the issue names: a bare amqp091-go loop, one
-// sequential POST per message, ack on 201, no dedup store.
-func bareConsume(b *testing.B, h *harness, n int) time.Duration {
-	start := time.Now()
+// bareDeliveries opens a bare consumer on claim.in with basic.qos
+// prefetch. The caller closes conn as soon as its turn ends: a consumer
+// left open would take deliveries meant for the next turn.
+func bareDeliveries(b *testing.B, h *harness, prefetch int) (conn *amqp.Connection, ds <-chan amqp.Delivery) {
 	conn, err := amqp.Dial(h.vh.URL)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
+		conn.Close()
 		b.Fatal(err)
 	}
-	ch.Qos(50, 0, false)
-	ds, err := ch.Consume(topo.Queue, "", false, false, false, false, nil)
+	ch.Qos(prefetch, 0, false)
+	ds, err = ch.Consume(topo.Queue, "", false, false, false, false, nil)
 	if err != nil {
+		conn.Close()
 		b.Fatal(err)
 	}
+	return conn, ds
+}
+
+// bareConsume is the ceiling the issue names: a bare amqp091-go loop, one
+// sequential POST per message, ack on 201, no dedup store.
+func bareConsume(b *testing.B, h *harness, n int) time.Duration {
+	start := time.Now()
+	conn, ds := bareDeliveries(b, h, 50)
+	defer conn.Close()
 	client := &http.Client{}
 	for i := 0; i < n; i++ {
 		d := <-ds
@@ -101,20 +111,8 @@ func bareConsume(b *testing.B, h *harness, n int) time.Duration {
 // before the ack, with no dedup read and no database.
 func bareConcurrent(b *testing.B, h *harness, n, inflight int, j *journal) time.Duration {
 	start := time.Now()
-	conn, err := amqp.Dial(h.vh.URL)
-	if err != nil {
-		b.Fatal(err)
-	}
+	conn, ds := bareDeliveries(b, h, inflight)
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ch.Qos(inflight, 0, false)
-	ds, err := ch.Consume(topo.Queue, "", false, false, false, false, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: inflight}}
 	var left atomic.Int64
 	left.Store(int64(n))
