@@ -21,6 +21,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
+	"eaimq/internal/claim"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
 	"eaimq/internal/store"
@@ -29,7 +30,7 @@ import (
 
 func force(status int) claimsys.Control { return claimsys.Control{ForceStatus: &status} }
 
-func (h *harness) record(id string) store.Record {
+func (h *harness) record(id string) claim.Record {
 	h.t.Helper()
 	st, err := store.Open(h.db, store.Options{ReadOnly: true})
 	if err != nil {
@@ -53,7 +54,7 @@ func TestOnly201IsDelivered(t *testing.T) {
 	h.vh.PublishClaims(t, brokertest.Claim("ok200-1", "C-1", "r.pdf"))
 	c := h.runUntil("the 200 dead-lettered", func() bool { return h.vh.Depth(t, topo.DeadQueue) == 1 })
 	rec := h.record("ok200-1")
-	if rec.Delivered() || rec.Outcome != store.OutUnexpected || rec.DeadReason != "unexpected 200: not a creation" {
+	if rec.Delivered() || rec.Outcome != claim.OutUnexpected || rec.DeadReason != "unexpected 200: not a creation" {
 		t.Fatalf("a 200 was recorded as %+v", rec)
 	}
 	if !brokertest.ContainsAll(c.stdout.String(), "0 delivered", "1 unexpected status") {
@@ -121,8 +122,8 @@ func TestLostRejectIsNotCalledAgain(t *testing.T) {
 	var mu sync.Mutex
 	closed := map[string]bool{}
 	var lost atomic.Int32
-	beforeAct = func(d amqp.Delivery, out store.Outcome) {
-		if out.Action != store.DeadLetter {
+	beforeAct = func(d amqp.Delivery, out claim.Outcome) {
+		if out.Action != claim.DeadLetter {
 			return
 		}
 		mu.Lock()
@@ -163,8 +164,8 @@ func TestAnswerInHandIsRecordedOnForcedExit(t *testing.T) {
 	var c *consumer
 	var fired atomic.Bool
 	started := make(chan struct{})
-	afterAnswer = func(out store.Outcome) {
-		if out == store.OutDelivered && fired.CompareAndSwap(false, true) {
+	afterAnswer = func(out claim.Outcome) {
+		if out == claim.OutDelivered && fired.CompareAndSwap(false, true) {
 			<-started
 			c.stop()
 			c.kill() // the second signal, with the 201 in hand
@@ -272,7 +273,7 @@ func TestUnsendable(t *testing.T) {
 	if n := h.totalCalls(); n != 0 {
 		t.Errorf("the partner was called %d times", n)
 	}
-	if rec := h.record("ct-1"); rec.Outcome != store.OutUnsendable || rec.Attempts != 0 || !strings.Contains(rec.DeadReason, "content_type") {
+	if rec := h.record("ct-1"); rec.Outcome != claim.OutUnsendable || rec.Attempts != 0 || !strings.Contains(rec.DeadReason, "content_type") {
 		t.Errorf("record: %+v", rec)
 	}
 	if !strings.Contains(c.stdout.String(), "3 unsendable") {

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"eaimq/internal/claim"
 	"eaimq/internal/retry"
-	"eaimq/internal/store"
 )
 
 // decide turns the partner's answer into what happens to the delivery. It
 // is the one place that reads an HTTP status; everything after it (the
-// store, the summary, dlq) speaks the store.Outcome it returns.
+// store, the summary, dlq) speaks the claim.Outcome it returns.
 //
 //	status                      outcome
 //	in the accepted set (201)   delivered: record, then ack
@@ -34,21 +34,21 @@ import (
 // consumer died before calling the partner (no failure yet, so it keeps its
 // retry), and a record alone would also cover an older copy of a
 // republished claim (a fresh copy gets its retry again).
-func decide(status int, accept acceptSet, redelivered bool, priorFailures int) store.Outcome {
+func decide(status int, accept acceptSet, redelivered bool, priorFailures int) claim.Outcome {
 	switch {
 	case accept.has(status):
-		return store.OutDelivered
+		return claim.OutDelivered
 	case status >= 200 && status < 300:
-		return store.OutUnexpected
+		return claim.OutUnexpected
 	case status == 408 || status == 429:
 		// transient, below
 	case status >= 400 && status < 500:
-		return store.OutRejected
+		return claim.OutRejected
 	}
 	if redelivered && priorFailures > 0 {
-		return store.OutFailed
+		return claim.OutFailed
 	}
-	return store.OutRetry
+	return claim.OutRetry
 }
 
 // delayed replaces the lab's requeue-once rule when --retry-delays is set:
@@ -56,14 +56,14 @@ func decide(status int, accept acceptSet, redelivered bool, priorFailures int) s
 // the plan's next delay in a delay queue, no shorter than the partner's
 // Retry-After; only a failure after the last delay is dead-lettered (done
 // is the retries behind this copy). Other outcomes are left as they are.
-func delayed(out store.Outcome, plan retry.Plan, done int, retryAfter time.Duration) (store.Outcome, time.Duration) {
-	if out != store.OutRetry && out != store.OutFailed {
+func delayed(out claim.Outcome, plan retry.Plan, done int, retryAfter time.Duration) (claim.Outcome, time.Duration) {
+	if out != claim.OutRetry && out != claim.OutFailed {
 		return out, 0
 	}
 	if d, ok := plan.Next(done, retryAfter); ok {
-		return store.OutDelayed, d
+		return claim.OutDelayed, d
 	}
-	return store.OutFailed, 0
+	return claim.OutFailed, 0
 }
 
 // acceptSet is the set of statuses that mean "delivered". The contract

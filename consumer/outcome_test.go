@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"eaimq/internal/claim"
 	"eaimq/internal/retry"
-	"eaimq/internal/store"
 )
 
 func TestDecide(t *testing.T) {
@@ -15,29 +15,29 @@ func TestDecide(t *testing.T) {
 		accept        acceptSet
 		redelivered   bool
 		priorFailures int
-		want          store.Outcome
+		want          claim.Outcome
 	}{
-		{201, only201, false, 0, store.OutDelivered},
-		{201, only201, true, 1, store.OutDelivered},
-		{200, only201, false, 0, store.OutUnexpected}, // a proxy's or health page's 200: never delivered
-		{204, only201, false, 0, store.OutUnexpected},
-		{202, only201, true, 1, store.OutUnexpected},
-		{202, acceptSet{201, 202}, false, 0, store.OutDelivered}, // widened on purpose
-		{422, only201, false, 0, store.OutRejected},
-		{400, only201, false, 0, store.OutRejected},
-		{404, only201, true, 0, store.OutRejected},
-		{503, only201, false, 0, store.OutRetry},
-		{503, only201, true, 0, store.OutRetry},  // redelivered after a crash: not failed yet
-		{503, only201, false, 3, store.OutRetry}, // a fresh copy: its first delivery
-		{503, only201, true, 1, store.OutFailed}, // failed, requeued, failed again
-		{0, only201, false, 0, store.OutRetry},   // no answer (refused, reset, timeout)
-		{0, only201, true, 1, store.OutFailed},
-		{500, only201, true, 1, store.OutFailed},
-		{408, only201, false, 0, store.OutRetry},
-		{429, only201, true, 1, store.OutFailed},
-		{302, only201, false, 0, store.OutRetry}, // unexpected: the transient rule, never a loop
-		{302, only201, true, 1, store.OutFailed},
-		{100, only201, true, 1, store.OutFailed},
+		{201, only201, false, 0, claim.OutDelivered},
+		{201, only201, true, 1, claim.OutDelivered},
+		{200, only201, false, 0, claim.OutUnexpected}, // a proxy's or health page's 200: never delivered
+		{204, only201, false, 0, claim.OutUnexpected},
+		{202, only201, true, 1, claim.OutUnexpected},
+		{202, acceptSet{201, 202}, false, 0, claim.OutDelivered}, // widened on purpose
+		{422, only201, false, 0, claim.OutRejected},
+		{400, only201, false, 0, claim.OutRejected},
+		{404, only201, true, 0, claim.OutRejected},
+		{503, only201, false, 0, claim.OutRetry},
+		{503, only201, true, 0, claim.OutRetry},  // redelivered after a crash: not failed yet
+		{503, only201, false, 3, claim.OutRetry}, // a fresh copy: its first delivery
+		{503, only201, true, 1, claim.OutFailed}, // failed, requeued, failed again
+		{0, only201, false, 0, claim.OutRetry},   // no answer (refused, reset, timeout)
+		{0, only201, true, 1, claim.OutFailed},
+		{500, only201, true, 1, claim.OutFailed},
+		{408, only201, false, 0, claim.OutRetry},
+		{429, only201, true, 1, claim.OutFailed},
+		{302, only201, false, 0, claim.OutRetry}, // unexpected: the transient rule, never a loop
+		{302, only201, true, 1, claim.OutFailed},
+		{100, only201, true, 1, claim.OutFailed},
 	} {
 		got := decide(tc.status, tc.accept, tc.redelivered, tc.priorFailures)
 		if got != tc.want {
@@ -57,19 +57,19 @@ func TestParseAccept(t *testing.T) {
 func TestDelayed(t *testing.T) {
 	plan, _ := retry.Parse("1s,5s")
 	for _, tc := range []struct {
-		in         store.Outcome
+		in         claim.Outcome
 		done       int
 		retryAfter time.Duration
-		want       store.Outcome
+		want       claim.Outcome
 		delay      time.Duration
 	}{
-		{store.OutRetry, 0, 0, store.OutDelayed, time.Second},
-		{store.OutFailed, 1, 0, store.OutDelayed, 5 * time.Second}, // the lab's "failed twice" is not the end here
-		{store.OutRetry, 2, 0, store.OutFailed, 0},                 // after the last delay: the DLQ
-		{store.OutRetry, 0, 2 * time.Second, store.OutDelayed, 5 * time.Second},
-		{store.OutDelivered, 0, 0, store.OutDelivered, 0},
-		{store.OutRejected, 0, 0, store.OutRejected, 0}, // a 4xx is not retried later either
-		{store.OutUnexpected, 0, 0, store.OutUnexpected, 0},
+		{claim.OutRetry, 0, 0, claim.OutDelayed, time.Second},
+		{claim.OutFailed, 1, 0, claim.OutDelayed, 5 * time.Second}, // the lab's "failed twice" is not the end here
+		{claim.OutRetry, 2, 0, claim.OutFailed, 0},                 // after the last delay: the DLQ
+		{claim.OutRetry, 0, 2 * time.Second, claim.OutDelayed, 5 * time.Second},
+		{claim.OutDelivered, 0, 0, claim.OutDelivered, 0},
+		{claim.OutRejected, 0, 0, claim.OutRejected, 0}, // a 4xx is not retried later either
+		{claim.OutUnexpected, 0, 0, claim.OutUnexpected, 0},
 	} {
 		got, d := delayed(tc.in, plan, tc.done, tc.retryAfter)
 		if got != tc.want || d != tc.delay {

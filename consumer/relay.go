@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
+	"eaimq/internal/claim"
 	"eaimq/internal/claimid"
 	"eaimq/internal/cli"
 	"eaimq/internal/metrics"
@@ -71,11 +72,11 @@ type relay struct {
 
 // afterAnswer, when set (tests only), runs after a partner call returned
 // and before its outcome is recorded.
-var afterAnswer func(store.Outcome)
+var afterAnswer func(claim.Outcome)
 
 // beforeAct, when set (tests only), runs after an outcome is recorded and
 // before the delivery is acked, requeued or rejected.
-var beforeAct func(amqp.Delivery, store.Outcome)
+var beforeAct func(amqp.Delivery, claim.Outcome)
 
 // job is one delivery handed to a worker; done tells the session it is over.
 type job struct {
@@ -333,25 +334,25 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 	// The dedup key: the message_id, else the body's guid taken byte-exact
 	// and exact-case (claimid, the rule publish applies), else a body hash.
 	guid, claimID := claimid.Peek(d.Body)
-	id := store.Key(d.MessageId, guid, d.Body)
+	id := claim.Key(d.MessageId, guid, d.Body)
 	tp, traceID := trace.From(d.Headers)
 	lg := claimLog{r.log, id, claimID, traceID, d.Redelivered}
 	if d.MessageId == "" && guid == "" {
 		// Nothing to deduplicate on: processing it could never be made
 		// exactly-once, so it goes to the DLQ with the reason on record
 		// under a key made from the body.
-		r.settle(lg, d, id, store.OutNoID, "")
+		r.settle(lg, d, id, claim.OutNoID, "")
 		return
 	}
 	// A claim whose id or content type cannot be put into an HTTP request
 	// as it is would fail the same way every time: a permanent failure of
 	// its own, decided before any call and without burning its retry.
 	if err := claimid.HeaderValue(id); err != nil {
-		r.settle(lg, d, id, store.OutUnsendable, "message_id as Idempotency-Key: "+err.Error())
+		r.settle(lg, d, id, claim.OutUnsendable, "message_id as Idempotency-Key: "+err.Error())
 		return
 	}
 	if err := claimid.HeaderValue(d.ContentType); err != nil {
-		r.settle(lg, d, id, store.OutUnsendable, "content_type: "+err.Error())
+		r.settle(lg, d, id, claim.OutUnsendable, "content_type: "+err.Error())
 		return
 	}
 
@@ -380,21 +381,21 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 			return
 		}
 		switch b.Result {
-		case store.Done:
+		case claim.Done:
 			// Delivered before (this copy is a redelivery, or the
 			// publisher sent it twice): ack without calling the partner.
-			r.act(lg, d, store.OutDuplicate, "", answer{}, later{})
+			r.act(lg, d, claim.OutDuplicate, "", answer{}, later{})
 			return
-		case store.DeadBefore:
+		case claim.DeadBefore:
 			// Dead-lettered before, and the reject never reached the
 			// broker: reject again, with the decision on record, without
 			// a call.
 			r.act(lg, d, b.Prior, "the decision on record: rejected again without a call", answer{}, later{})
 			return
-		case store.Acquired:
+		case claim.Acquired:
 			prior = b.Failures
 		}
-		if b.Result == store.Acquired {
+		if b.Result == claim.Acquired {
 			break
 		}
 		// Another consumer process is calling the partner with this id
@@ -438,7 +439,7 @@ func (r *relay) handle(soft context.Context, d amqp.Delivery) {
 	// not be thrown away.
 	detail := out.Describe(a.status, prior)
 	commit := time.Now()
-	recorded, err := r.store.Finish(context.WithoutCancel(r.hard), id, store.Attempt{
+	recorded, err := r.store.Finish(context.WithoutCancel(r.hard), id, claim.Attempt{
 		At: time.Now(), Redelivered: d.Redelivered, Status: a.status, Error: a.excerpt,
 		Outcome: out, Detail: detail, Latency: a.latency, Called: true,
 	})
@@ -465,12 +466,12 @@ type later struct {
 
 // settle records an outcome decided without calling the partner, then
 // acts on it.
-func (r *relay) settle(lg claimLog, d amqp.Delivery, id string, out store.Outcome, why string) {
+func (r *relay) settle(lg claimLog, d amqp.Delivery, id string, out claim.Outcome, why string) {
 	detail := out.Describe(0, 0)
 	if why != "" {
 		detail += ": " + why
 	}
-	if _, err := r.store.Finish(context.WithoutCancel(r.hard), id, store.Attempt{
+	if _, err := r.store.Finish(context.WithoutCancel(r.hard), id, claim.Attempt{
 		Redelivered: d.Redelivered, Outcome: out, Detail: detail, Error: excerpt([]byte(why)),
 	}); err != nil {
 		r.storeFailed(lg, err)
@@ -481,18 +482,18 @@ func (r *relay) settle(lg claimLog, d amqp.Delivery, id string, out store.Outcom
 
 // act acks, requeues or dead-letters d as out says and logs the one line
 // of its outcome.
-func (r *relay) act(lg claimLog, d amqp.Delivery, out store.Outcome, detail string, a answer, wait later) {
+func (r *relay) act(lg claimLog, d amqp.Delivery, out claim.Outcome, detail string, a answer, wait later) {
 	if beforeAct != nil {
 		beforeAct(d, out)
 	}
 	var err error
 	var extra []any
 	switch out.Action {
-	case store.Ack:
+	case claim.Ack:
 		err = d.Ack(false)
-	case store.Requeue:
+	case claim.Requeue:
 		err = d.Nack(false, true /* requeue */)
-	case store.Delay:
+	case claim.Delay:
 		// The copy first, confirmed, then the ack: acked first, a crash
 		// in between would lose the claim; this way it leaves two copies,
 		// and the record absorbs the second.
@@ -514,7 +515,7 @@ func (r *relay) act(lg claimLog, d amqp.Delivery, out store.Outcome, detail stri
 			return
 		}
 		err = d.Ack(false)
-	case store.DeadLetter:
+	case claim.DeadLetter:
 		// The broker drops a rejected message whose dead-letter route is
 		// gone, and says nothing. Check the route first; if it is gone,
 		// reject nothing and stop: the claim stays in claim.in, its
@@ -539,9 +540,9 @@ func (r *relay) act(lg claimLog, d amqp.Delivery, out store.Outcome, detail stri
 	r.metrics.Settled(out)
 	level := slog.LevelInfo
 	switch out.Action {
-	case store.DeadLetter:
+	case claim.DeadLetter:
 		level = slog.LevelWarn
-	case store.Delay:
+	case claim.Delay:
 		r.metrics.RetryScheduled(retry.QueueName(wait.delay))
 	}
 	lg.log(level, "claim", out, detail, a, extra...)
@@ -557,7 +558,7 @@ type claimLog struct {
 	redelivered bool
 }
 
-func (c claimLog) log(level slog.Level, msg string, out store.Outcome, detail string, a answer, extra ...any) {
+func (c claimLog) log(level slog.Level, msg string, out claim.Outcome, detail string, a answer, extra ...any) {
 	if !c.l.Enabled(context.Background(), level) {
 		return
 	}
@@ -571,7 +572,7 @@ func (c claimLog) log(level slog.Level, msg string, out store.Outcome, detail st
 	if a.status != 0 || a.err != nil {
 		attrs = append(attrs, "status", a.status, "latency", a.latency.Round(time.Millisecond))
 	}
-	if detail != "" && out.Reason != store.Delivered && out.Reason != store.Duplicate {
+	if detail != "" && out.Reason != claim.Delivered && out.Reason != claim.Duplicate {
 		attrs = append(attrs, "detail", detail)
 	}
 	if a.status != 201 && a.excerpt != "" {

@@ -1,16 +1,15 @@
 package main
 
 import (
+	"eaimq/internal/claim"
 	"encoding/json"
 	"fmt"
 	"io"
 	"sync/atomic"
 	"time"
-
-	"eaimq/internal/store"
 )
 
-// stats counts outcomes for the summary at exit: the store.Outcome the
+// stats counts outcomes for the summary at exit: the claim.Outcome the
 // consumer acted on, as it is, never re-derived from a status.
 type stats struct {
 	received  atomic.Int64
@@ -19,12 +18,12 @@ type stats struct {
 }
 
 // outcomeIndex numbers the outcomes the summary counts.
-var outcomeIndex = [...]store.Outcome{
-	store.OutDelivered, store.OutDuplicate, store.OutRetry, store.OutDelayed, store.OutRejected,
-	store.OutFailed, store.OutNoID, store.OutUnexpected, store.OutUnsendable,
+var outcomeIndex = [...]claim.Outcome{
+	claim.OutDelivered, claim.OutDuplicate, claim.OutRetry, claim.OutDelayed, claim.OutRejected,
+	claim.OutFailed, claim.OutNoID, claim.OutUnexpected, claim.OutUnsendable,
 }
 
-func (s *stats) count(o store.Outcome) {
+func (s *stats) count(o claim.Outcome) {
 	for i, x := range outcomeIndex {
 		if x == o {
 			s.outcomes[i].Add(1)
@@ -33,7 +32,7 @@ func (s *stats) count(o store.Outcome) {
 	}
 }
 
-func (s *stats) n(o store.Outcome) int64 {
+func (s *stats) n(o claim.Outcome) int64 {
 	for i, x := range outcomeIndex {
 		if x == o {
 			return s.outcomes[i].Load()
@@ -46,7 +45,7 @@ func (s *stats) n(o store.Outcome) int64 {
 func (s *stats) dead() int64 {
 	var n int64
 	for i, x := range outcomeIndex {
-		if x.Action == store.DeadLetter {
+		if x.Action == claim.DeadLetter {
 			n += s.outcomes[i].Load()
 		}
 	}
@@ -82,17 +81,17 @@ func (m summary) settled() int64 { return m.Delivered + m.Duplicates + m.DeadLet
 func (s *stats) summary(elapsed time.Duration) summary {
 	return summary{
 		Received:     s.received.Load(),
-		Delivered:    s.n(store.OutDelivered),
-		Duplicates:   s.n(store.OutDuplicate),
-		Requeued:     s.n(store.OutRetry),
+		Delivered:    s.n(claim.OutDelivered),
+		Duplicates:   s.n(claim.OutDuplicate),
+		Requeued:     s.n(claim.OutRetry),
 		DeadLettered: s.dead(),
-		Rejected:     s.n(store.OutRejected),
-		FailedTwice:  s.n(store.OutFailed),
-		NoID:         s.n(store.OutNoID),
-		Unexpected:   s.n(store.OutUnexpected),
-		Unsendable:   s.n(store.OutUnsendable),
+		Rejected:     s.n(claim.OutRejected),
+		FailedTwice:  s.n(claim.OutFailed),
+		NoID:         s.n(claim.OutNoID),
+		Unexpected:   s.n(claim.OutUnexpected),
+		Unsendable:   s.n(claim.OutUnsendable),
 		Errors:       s.ackErrors.Load(),
-		Delayed:      s.n(store.OutDelayed),
+		Delayed:      s.n(claim.OutDelayed),
 		Seconds:      elapsed.Round(time.Millisecond).Seconds(),
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
+	"eaimq/internal/claim"
 	"eaimq/internal/rabbitctl"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
@@ -203,9 +204,9 @@ func record(b *testing.B, db string, n int, guid func(int) string) {
 					b.Error(err)
 					return
 				}
-				_, err := st.Finish(ctx, id, store.Attempt{At: time.Now(), Status: 422,
+				_, err := st.Finish(ctx, id, claim.Attempt{At: time.Now(), Status: 422,
 					Error:   fmt.Sprintf(`{"claimId":"C-%06d","error":"documents missing"}`, i),
-					Outcome: store.OutRejected, Detail: store.OutRejected.Describe(422, 0), Latency: time.Millisecond, Called: true})
+					Outcome: claim.OutRejected, Detail: claim.OutRejected.Describe(422, 0), Latency: time.Millisecond, Called: true})
 				if err != nil {
 					b.Error(err)
 					return

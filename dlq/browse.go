@@ -8,6 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"eaimq/internal/claim"
 	"eaimq/internal/cli"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
@@ -16,23 +17,23 @@ import (
 // dead is one message of claim.dead with what we know of it.
 type dead struct {
 	d         amqp.Delivery
-	Key       string // message_id, else the body's guid, else a body hash (store.Key)
+	Key       string // message_id, else the body's guid, else a body hash (claim.Key)
 	ClaimID   string
 	DeadAt    time.Time
 	FromQueue string
 	Broker    string // the broker's reason (x-death: rejected, expired, maxlen)
 	Count     int64  // x-death count
 	Replays   int64  // x-eaimq-replays
-	Rec       store.Record
+	Rec       claim.Record
 	Known     bool // the store has a record of it
 	NoStore   bool // no store was read
 }
 
 // reason is the reason on record: the value the consumer decided and the
 // store kept, read back, never worked out again from the HTTP status.
-func (m *dead) reason() store.Reason {
+func (m *dead) reason() claim.Reason {
 	if !m.Known {
-		return store.ReasonUnknown
+		return claim.ReasonUnknown
 	}
 	return m.Rec.Outcome.Reason
 }
@@ -45,12 +46,12 @@ func (m *dead) sentence() string {
 		return ""
 	case !m.Known:
 		return ""
-	case m.Rec.State == "dead" && m.Rec.DeadReason != "":
+	case m.Rec.State == claim.StateDead && m.Rec.DeadReason != "":
 		return m.Rec.DeadReason
-	case m.Rec.Outcome.Reason != store.ReasonUnknown:
+	case m.Rec.Outcome.Reason != claim.ReasonUnknown:
 		return m.Rec.Outcome.Describe(m.Rec.LastStatus, m.Rec.Failures)
 	}
-	return "state " + m.Rec.State
+	return "state " + string(m.Rec.State)
 }
 
 // why is the reason and its sentence for a person.
@@ -182,7 +183,7 @@ func (b *browser) describe(ctx context.Context, d amqp.Delivery) (*dead, error) 
 	if json.Unmarshal(d.Body, &peek) == nil {
 		m.ClaimID = peek.ClaimID
 	}
-	m.Key = store.Key(d.MessageId, peek.Guid, d.Body)
+	m.Key = claim.Key(d.MessageId, peek.Guid, d.Body)
 	if deaths, ok := d.Headers["x-death"].([]any); ok && len(deaths) > 0 {
 		if t, ok := deaths[0].(amqp.Table); ok {
 			m.FromQueue, _ = t["queue"].(string)

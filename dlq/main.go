@@ -17,6 +17,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
+	"eaimq/internal/claim"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlqweb"
 	"eaimq/internal/store"
@@ -45,7 +46,7 @@ const (
 type options struct {
 	json       bool
 	status     int
-	reason     store.Reason
+	reason     claim.Reason
 	byReason   bool
 	limit      int
 	all        bool
@@ -134,7 +135,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var reason string
 	fs.BoolVar(&o.json, "json", false, "list, show: JSON instead of text (list: one object per line)")
 	fs.IntVar(&o.status, "status", 0, "select by the last HTTP `status` on record: 100-599 (0: any)")
-	fs.StringVar(&reason, "reason", "", "select by the `reason` on record: "+strings.Join(store.ReasonWords(), ", ")+" (transient = failed-twice)")
+	fs.StringVar(&reason, "reason", "", "select by the `reason` on record: "+strings.Join(claim.ReasonWords(), ", ")+" (transient = failed-twice)")
 	fs.IntVar(&o.limit, "limit", 0, "look at the first `n` dead letters only: 0 (all) or more")
 	fs.BoolVar(&o.all, "all", false, "replay, purge: every dead letter (that the filters select)")
 	fs.BoolVar(&o.force, "force", false, "replay: also claims recorded as delivered, and over -max-replays")
@@ -272,9 +273,9 @@ func (o *options) check(fs *flag.FlagSet, cmd, reason string) error {
 		return cli.Usagef("%s does nothing for %s; leave it out", strings.Join(stray, ", "), cmd)
 	}
 	if reason != "" {
-		r, ok := store.ParseReason(reason)
+		r, ok := claim.ParseReason(reason)
 		if !ok {
-			return cli.Usagef("-reason %q: want one of %s (or transient)", reason, strings.Join(store.ReasonWords(), ", "))
+			return cli.Usagef("-reason %q: want one of %s (or transient)", reason, strings.Join(claim.ReasonWords(), ", "))
 		}
 		o.reason, o.byReason = r, true
 	}
@@ -287,7 +288,7 @@ func (o *options) check(fs *flag.FlagSet, cmd, reason string) error {
 	if o.maxReplays < 1 || o.maxReplays > maxMaxReplays {
 		return cli.Usagef("-max-replays %d: want 1-%d", o.maxReplays, maxMaxReplays)
 	}
-	if o.noStore && (o.status != 0 || (o.byReason && o.reason != store.ReasonUnknown)) {
+	if o.noStore && (o.status != 0 || (o.byReason && o.reason != claim.ReasonUnknown)) {
 		return cli.Usagef("-status and -reason read the store, and -no-store reads none: only -reason unknown selects anything then")
 	}
 	if slices.Contains(o.ids, "") {

@@ -20,6 +20,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
+	"eaimq/internal/claim"
 	"eaimq/internal/claimid"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlqweb"
@@ -213,7 +214,7 @@ func (w *web) describe(ctx context.Context, m *dead) (dlqweb.Claim, error) {
 	c := dlqweb.Claim{Ref: ref(m), Why: m.why()}
 	c.GroupID, _, _ = groupOf(m)
 	if m.Known {
-		c.Record = fmt.Sprintf("state %s, %d partner call(s), last status %d %s", field(m.Rec.State), m.Rec.Attempts,
+		c.Record = fmt.Sprintf("state %s, %d partner call(s), last status %d %s", field(string(m.Rec.State)), m.Rec.Attempts,
 			m.Rec.LastStatus, field(m.Rec.LastError))
 	}
 	ts := "-"
@@ -270,7 +271,7 @@ func (w *web) describe(ctx context.Context, m *dead) (dlqweb.Claim, error) {
 		for _, a := range as {
 			c.History = append(c.History, dlqweb.Attempt{At: a.At, Redelivered: a.Redelivered, Status: a.Status,
 				Action: a.Outcome.Action.String(), Reason: a.Outcome.Reason.String(), Latency: a.Latency, Error: field(a.Error)})
-			if a.Outcome.Action != store.Ack {
+			if a.Outcome.Action != claim.Ack {
 				c.Failures++
 			}
 		}

@@ -35,7 +35,7 @@ func toRow(m *dead) row {
 		Count: m.Count, Reason: m.reason().String(), DeadReason: m.sentence(), Recorded: m.Known,
 		OurReason: m.ourReason(), Replays: m.Replays}
 	if m.Known {
-		r.State, r.Status, r.Excerpt, r.Attempts = m.Rec.State, m.Rec.LastStatus, m.Rec.LastError, m.Rec.Attempts
+		r.State, r.Status, r.Excerpt, r.Attempts = string(m.Rec.State), m.Rec.LastStatus, m.Rec.LastError, m.Rec.Attempts
 	}
 	return r
 }
@@ -171,7 +171,7 @@ func show(ctx context.Context, b *browser, o *options, w io.Writer) error {
 	writeHeaders(w, "  ", d.Headers)
 	fmt.Fprintf(w, "reason:        %s\n", field(m.why()))
 	if m.Known {
-		fmt.Fprintf(w, "record:        state %s, %d partner call(s), last status %d %s\n", field(m.Rec.State), m.Rec.Attempts,
+		fmt.Fprintf(w, "record:        state %s, %d partner call(s), last status %d %s\n", field(string(m.Rec.State)), m.Rec.Attempts,
 			m.Rec.LastStatus, field(m.Rec.LastError))
 	}
 	if b.store != nil {

@@ -22,6 +22,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/brokertest"
+	"eaimq/internal/claim"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/dlqweb"
 	"eaimq/internal/store"
@@ -103,7 +104,7 @@ func (w *world) deadKeys() []string {
 }
 
 // record reads the store's record of id.
-func (w *world) record(id string) store.Record {
+func (w *world) record(id string) claim.Record {
 	w.t.Helper()
 	st, err := store.Open(w.db, store.Options{ReadOnly: true})
 	if err != nil {

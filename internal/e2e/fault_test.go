@@ -16,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/brokertest"
+	"eaimq/internal/claim"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/rabbitctl"
 	"eaimq/internal/store"
@@ -56,7 +57,7 @@ func (w *world) account(scenario string, published []string, boundDup int, bound
 			Guid string `json:"guid"`
 		}
 		json.Unmarshal(d.Body, &g)
-		dead[store.Key(d.MessageId, g.Guid, d.Body)] = true
+		dead[claim.Key(d.MessageId, g.Guid, d.Body)] = true
 	}
 	accepted := w.partner.Stats().Accepted
 	want := map[string]bool{}
@@ -227,10 +228,10 @@ func TestFaultBadMessages(t *testing.T) {
 			Guid string `json:"guid"`
 		}
 		json.Unmarshal(m.Body, &g)
-		published = append(published, store.Key(m.MessageId, g.Guid, m.Body))
+		published = append(published, claim.Key(m.MessageId, g.Guid, m.Body))
 	}
 	p := w.drainWith()
-	if !strings.Contains(p.errb.String(), store.ReasonNoID) {
+	if !strings.Contains(p.errb.String(), claim.ReasonNoID) {
 		t.Errorf("no reason logged for the id-less message")
 	}
 	w.account("bad messages (no id, not JSON, 1 MiB)", published, 0, "0", "")

@@ -10,6 +10,7 @@ package metrics
 
 import (
 	"context"
+	"eaimq/internal/claim"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,8 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"eaimq/internal/store"
 )
 
 // Consumer is the consumer's metrics.
@@ -40,9 +39,9 @@ type Consumer struct {
 
 // Outcomes are the outcomes whose series exist from the start (at 0), so
 // that rate() and increase() see the first claim of each.
-var Outcomes = []store.Outcome{
-	store.OutDelivered, store.OutDuplicate, store.OutRetry, store.OutDelayed, store.OutRejected,
-	store.OutFailed, store.OutNoID, store.OutUnexpected, store.OutUnsendable,
+var Outcomes = []claim.Outcome{
+	claim.OutDelivered, claim.OutDuplicate, claim.OutRetry, claim.OutDelayed, claim.OutRejected,
+	claim.OutFailed, claim.OutNoID, claim.OutUnexpected, claim.OutUnsendable,
 }
 
 // Classes are the partner call classes: the status class, or "error" when
@@ -116,12 +115,12 @@ func (m *Consumer) Received() {
 }
 
 // Settled counts one delivery acted on with outcome o.
-func (m *Consumer) Settled(o store.Outcome) {
+func (m *Consumer) Settled(o claim.Outcome) {
 	if m == nil {
 		return
 	}
 	m.claims.WithLabelValues(o.Word(), o.Reason.String()).Inc()
-	if o == store.OutDuplicate {
+	if o == claim.OutDuplicate {
 		m.dedup.Inc()
 	}
 }

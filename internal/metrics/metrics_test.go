@@ -2,14 +2,13 @@ package metrics
 
 import (
 	"context"
+	"eaimq/internal/claim"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"eaimq/internal/store"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -29,8 +28,8 @@ func get(t *testing.T, url string) (int, string) {
 func TestServe(t *testing.T) {
 	m := New()
 	m.Received()
-	m.Settled(store.OutDelivered)
-	m.Settled(store.OutDuplicate)
+	m.Settled(claim.OutDelivered)
+	m.Settled(claim.OutDuplicate)
 	m.Call(201, 30*time.Millisecond)
 	m.Call(0, time.Second)
 	m.RetryScheduled("claim.retry.5s")
@@ -83,7 +82,7 @@ func TestServe(t *testing.T) {
 func TestNil(t *testing.T) {
 	var m *Consumer
 	m.Received()
-	m.Settled(store.OutDelivered)
+	m.Settled(claim.OutDelivered)
 	m.Call(201, time.Millisecond)
 	m.InFlight(1)
 	m.RetryScheduled("q")

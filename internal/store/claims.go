@@ -160,38 +160,6 @@ func (s *SQLite) write(ctx context.Context, durable bool, fn func(tx *sql.Tx) er
 	return <-r.done
 }
 
-// BeginResult is what Begin found.
-type BeginResult int
-
-const (
-	// Acquired: this process holds the claim; call the partner, then Finish.
-	Acquired BeginResult = iota
-	// Done: the claim was delivered already; ack without calling.
-	Done
-	// Busy: another live process holds it in progress; wait and ask again.
-	Busy
-	// DeadBefore: this redelivered copy's claim was dead-lettered, and the
-	// reject never reached the broker (the connection closed between the
-	// record and the reject). Reject it again, with the recorded reason,
-	// without calling the partner: the decision is on record, and calling
-	// again would be a call the decision already ruled out.
-	DeadBefore
-)
-
-func (b BeginResult) String() string {
-	return [...]string{"acquired", "done", "busy", "dead before"}[b]
-}
-
-// Begun is what Begin found of a message_id.
-type Begun struct {
-	Result BeginResult
-	// Failures is the number of transient failures of the current copy on
-	// record (Acquired).
-	Failures int
-	// Prior is the dead-letter decision on record (DeadBefore).
-	Prior Outcome
-}
-
 // Begin takes message id in progress for this process for lease, unless it
 // is done already or another live process holds it. fresh says the delivery
 // is not a redelivery: a fresh copy starts its failure count from zero, so a
@@ -227,7 +195,7 @@ func (s *SQLite) Begin(ctx context.Context, id, claimID string, fresh bool, leas
 			b = Begun{Result: Done}
 			return nil
 		case state.String == "dead" && !fresh:
-			b = Begun{Result: DeadBefore, Prior: Outcome{DeadLetter, parseStoredReason(reason.String)}}
+			b = Begun{Result: DeadBefore, Prior: Outcome{Action: DeadLetter, Reason: parseStoredReason(reason.String)}}
 			return nil
 		case state.String == "inflight" && owner.String != s.owner && leaseUntil.Int64 > now && !ownerGone(owner.String):
 			b = Begun{Result: Busy}
@@ -241,18 +209,6 @@ func (s *SQLite) Begin(ctx context.Context, id, claimID string, fresh bool, leas
 		return err
 	})
 	return b, err
-}
-
-// Attempt is one call to the partner, or one decision without a call.
-type Attempt struct {
-	At          time.Time
-	Redelivered bool
-	Status      int    // HTTP status; 0 when there was no answer
-	Error       string // short error or response excerpt
-	Outcome     Outcome
-	Detail      string // the outcome in a sentence (Outcome.Describe), kept for a dead letter
-	Latency     time.Duration
-	Called      bool // the partner was called (counts as an attempt)
 }
 
 // Finish records the outcome of the claim this process holds and releases
@@ -269,7 +225,7 @@ type Attempt struct {
 // accepted the claim: acceptance is the truth whoever heard it.
 func (s *SQLite) Finish(ctx context.Context, id string, a Attempt) (Outcome, error) {
 	out := a.Outcome
-	state := a.Outcome.Action.state()
+	state := stateOf(a.Outcome.Action)
 	if state == "" {
 		return out, fmt.Errorf("finish %s: no action decided", id)
 	}

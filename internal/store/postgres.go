@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"eaimq/internal/claim"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -514,7 +515,7 @@ func (s *Postgres) take(ctx context.Context, conn *pgxpool.Conn, id, claimID str
 	case "done":
 		return Begun{Result: Done}, nil
 	case "dead":
-		return Begun{Result: DeadBefore, Prior: Outcome{DeadLetter, parseStoredReason(deref(reason))}}, nil
+		return Begun{Result: DeadBefore, Prior: Outcome{Action: DeadLetter, Reason: parseStoredReason(deref(reason))}}, nil
 	}
 	return Begun{}, fmt.Errorf("claim %s: state %q not taken", id, state)
 }
@@ -527,7 +528,7 @@ func (s *Postgres) take(ctx context.Context, conn *pgxpool.Conn, id, claimID str
 // record was committed cannot be known: Finish returns the error, and the
 // claim stays held until Close.
 func (s *Postgres) Finish(ctx context.Context, id string, a Attempt) (Outcome, error) {
-	if a.Outcome.Action.state() == "" {
+	if stateOf(a.Outcome.Action) == "" {
 		return a.Outcome, fmt.Errorf("finish %s: no action decided", id)
 	}
 	if s.readOnly {
@@ -588,13 +589,13 @@ func (s *Postgres) record(ctx context.Context, b interface {
 
 func (s *Postgres) recordIn(ctx context.Context, tx pgx.Tx, id string, a Attempt) (Outcome, error) {
 	out := a.Outcome
-	state := a.Outcome.Action.state()
+	state := stateOf(a.Outcome.Action)
 	key := pgKey(id)
 	called, failed := 0, 0
 	if a.Called {
 		called = 1
 	}
-	if a.Outcome.Action.state() == "failed" { // Requeue or Delay: a transient failure
+	if stateOf(a.Outcome.Action) == "failed" { // Requeue or Delay: a transient failure
 		failed = 1
 	}
 	reason := a.Outcome.Reason.String()
@@ -680,9 +681,10 @@ func (s *Postgres) Get(ctx context.Context, id string) (rec Record, found bool, 
 	var claimID, lastErr, dead, reason *string
 	var lastStatus *int
 	var doneAt *time.Time
+	var state string
 	err = s.pool.QueryRow(ctx, `SELECT state, claim_id, attempts, failures, last_status,
 		last_error, dead_reason, reason, updated_at, done_at FROM claims WHERE message_id = $1`, pgKey(id)).
-		Scan(&rec.State, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &reason, &rec.UpdatedAt, &doneAt)
+		Scan(&state, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &reason, &rec.UpdatedAt, &doneAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, false, nil
 	}
@@ -691,7 +693,8 @@ func (s *Postgres) Get(ctx context.Context, id string) (rec Record, found bool, 
 	}
 	rec.MessageID = id
 	rec.ClaimID, rec.LastError, rec.DeadReason = deref(claimID), deref(lastErr), deref(dead)
-	rec.Outcome = Outcome{stateAction(rec.State), parseStoredReason(deref(reason))}
+	rec.State = claim.ParseState(state)
+	rec.Outcome = Outcome{Action: rec.State.Action(), Reason: parseStoredReason(deref(reason))}
 	if lastStatus != nil {
 		rec.LastStatus = *lastStatus
 	}
@@ -717,7 +720,7 @@ func (s *Postgres) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 		if err := rows.Scan(&a.At, &a.Redelivered, &a.Status, &a.Error, &action, &reason, &lat); err != nil {
 			return nil, err
 		}
-		a.Outcome = Outcome{parseAction(action), parseStoredReason(reason)}
+		a.Outcome = Outcome{Action: parseAction(action), Reason: parseStoredReason(reason)}
 		a.Latency, a.Called = time.Duration(lat)*time.Millisecond, a.Status != 0 || a.Error != ""
 		out = append(out, a)
 	}

@@ -63,7 +63,7 @@ func TestPrune(t *testing.T) {
 		}
 		for id, state := range map[string]string{"new-1": "done", "z-dead": "dead", "z-retry": "failed", "m-inflight": "inflight"} {
 			rec, found, err := s.Get(ctx, id)
-			if err != nil || !found || rec.State != state {
+			if err != nil || !found || string(rec.State) != state {
 				t.Errorf("%s: %+v found %v %v, want kept as %s", id, rec, found, err, state)
 			}
 		}

@@ -3,36 +3,20 @@ package store
 import (
 	"context"
 	"database/sql"
+	"eaimq/internal/claim"
 	"errors"
 	"time"
 )
-
-// Record is what the store knows of one message_id.
-type Record struct {
-	MessageID  string
-	State      string  // inflight | done | failed | dead
-	Outcome    Outcome // the last decision on record (Action is NoAction while in flight)
-	ClaimID    string
-	Attempts   int
-	Failures   int
-	LastStatus int
-	LastError  string
-	DeadReason string
-	UpdatedAt  time.Time
-	DoneAt     time.Time
-}
-
-// Delivered reports whether the partner answered success for this id.
-func (r Record) Delivered() bool { return r.State == "done" }
 
 // Get returns the record of id; found is false when there is none.
 func (s *SQLite) Get(ctx context.Context, id string) (rec Record, found bool, err error) {
 	var claimID, lastErr, dead, reason sql.NullString
 	var lastStatus, doneAt sql.NullInt64
 	var updated int64
+	var state string
 	err = s.db.QueryRowContext(ctx, `SELECT message_id, state, claim_id, attempts, failures, last_status,
 		last_error, dead_reason, reason, updated_at, done_at FROM claims WHERE message_id = ?`, id).
-		Scan(&rec.MessageID, &rec.State, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &reason, &updated, &doneAt)
+		Scan(&rec.MessageID, &state, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &reason, &updated, &doneAt)
 	found = err == nil
 	if errors.Is(err, sql.ErrNoRows) {
 		err = nil
@@ -45,15 +29,16 @@ func (s *SQLite) Get(ctx context.Context, id string) (rec Record, found bool, er
 		if !found {
 			rec = Record{MessageID: id, ClaimID: c.claimID, UpdatedAt: time.Now()}
 		}
-		rec.State, rec.Failures = "inflight", c.failures
-		rec.Outcome = Outcome{stateAction("inflight"), parseStoredReason(reason.String)}
+		rec.State, rec.Failures = claim.StateInFlight, c.failures
+		rec.Outcome = Outcome{Action: claim.NoAction, Reason: parseStoredReason(reason.String)}
 		return rec, true, nil
 	}
 	if !found {
 		return Record{}, false, nil
 	}
 	rec.ClaimID, rec.LastError, rec.DeadReason = claimID.String, lastErr.String, dead.String
-	rec.Outcome = Outcome{stateAction(rec.State), parseStoredReason(reason.String)}
+	rec.State = claim.ParseState(state)
+	rec.Outcome = Outcome{Action: rec.State.Action(), Reason: parseStoredReason(reason.String)}
 	rec.LastStatus = int(lastStatus.Int64)
 	rec.UpdatedAt = time.UnixMilli(updated)
 	if doneAt.Valid {
@@ -78,7 +63,7 @@ func (s *SQLite) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 		if err := rows.Scan(&at, &a.Redelivered, &a.Status, &a.Error, &action, &reason, &lat); err != nil {
 			return nil, err
 		}
-		a.Outcome = Outcome{parseAction(action), parseStoredReason(reason)}
+		a.Outcome = Outcome{Action: parseAction(action), Reason: parseStoredReason(reason)}
 		a.At, a.Latency, a.Called = time.UnixMilli(at), time.Duration(lat)*time.Millisecond, a.Status != 0 || a.Error != ""
 		out = append(out, a)
 	}
@@ -86,20 +71,6 @@ func (s *SQLite) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 }
 
 // stateAction is the action behind a record's state.
-func stateAction(state string) Action {
-	for _, a := range []Action{Ack, Requeue, DeadLetter} {
-		if a.state() == state {
-			return a
-		}
-	}
-	return NoAction
-}
+func stateAction(state string) Action { return claim.ParseState(state).Action() }
 
-func parseAction(s string) Action {
-	for i, w := range actionWords {
-		if w == s && s != "" {
-			return Action(i)
-		}
-	}
-	return NoAction
-}
+func parseAction(s string) Action { return claim.ParseAction(s) }

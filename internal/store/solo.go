@@ -206,7 +206,7 @@ func (s *SQLite) soloBegin(ctx context.Context, id, claimID string, fresh bool, 
 	case state.String == "done":
 		return Begun{Result: Done}, true, nil
 	case state.String == "dead" && !fresh:
-		return Begun{Result: DeadBefore, Prior: Outcome{DeadLetter, parseStoredReason(reason.String)}}, true, nil
+		return Begun{Result: DeadBefore, Prior: Outcome{Action: DeadLetter, Reason: parseStoredReason(reason.String)}}, true, nil
 	case state.String == "inflight" && owner.String != s.owner && leaseUntil.Int64 > now && !ownerGone(owner.String):
 		// Only a store that broke the lock protocol could have written it
 		// (one that shares the file over a network filesystem): respect it.

@@ -9,9 +9,7 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -444,21 +442,6 @@ func ownerGone(owner string) bool {
 var errClosed = errors.New("dedup store closed")
 
 func nowMS() int64 { return time.Now().UnixMilli() }
-
-// Key is the store's key for a message: its message_id, else the guid in its
-// body, else "sha256:" and a hash of the body (a message with neither
-// cannot be deduplicated; the key only files its dead-letter reason).
-// The consumer and the dlq tool both use it, so they find the same record.
-func Key(messageID, guid string, body []byte) string {
-	switch {
-	case messageID != "":
-		return messageID
-	case guid != "":
-		return guid
-	}
-	h := sha256.Sum256(body)
-	return "sha256:" + hex.EncodeToString(h[:12])
-}
 
 // resolve returns the regular file path names, following symbolic links
 // (a dangling one too: the file is then created where it points). SQLite
