@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"eaimq/internal/broker"
+	"eaimq/internal/redact"
 	"eaimq/internal/retry"
 )
 
@@ -30,11 +30,11 @@ type partner struct {
 func claimsURL(base string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return "", fmt.Errorf("--claim %s is not an http(s) URL with a host (example: http://127.0.0.1:9202)", broker.RedactURL(base))
+		return "", fmt.Errorf("--claim %s is not an http(s) URL with a host (example: http://127.0.0.1:9202)", redact.URL(base))
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return "", fmt.Errorf("--claim %s: port %s is not from 1 to 65535", broker.RedactURL(base), p)
+			return "", fmt.Errorf("--claim %s: port %s is not from 1 to 65535", redact.URL(base), p)
 		}
 	}
 	u.Path = strings.TrimRight(u.Path, "/")

@@ -16,6 +16,7 @@ import (
 	"eaimq/internal/claimid"
 	"eaimq/internal/cli"
 	"eaimq/internal/metrics"
+	"eaimq/internal/redact"
 	"eaimq/internal/retry"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
@@ -199,8 +200,8 @@ func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *amq
 		// included: an empty EAI_AMQP_URL or amqp://host means vhost "/"
 		// as guest, and that should not be a surprise.
 		vhost, _ := broker.VHost(r.url)
-		attrs := []any{"queue", topo.Queue, "prefetch", r.prefetch, "broker", broker.Redact(r.url), "node", conn.RemoteAddr().String(), "vhost", vhost,
-			"partner", broker.RedactURL(r.partner.url), "accept", r.accept.String(), "store", r.store.Path()}
+		attrs := []any{"queue", topo.Queue, "prefetch", r.prefetch, "broker", redact.URL(r.url), "node", conn.RemoteAddr().String(), "vhost", vhost,
+			"partner", redact.URL(r.partner.url), "accept", r.accept.String(), "store", r.store.Path()}
 		if r.plan != nil {
 			attrs = append(attrs, "retry_delays", r.plan.String())
 		}

@@ -24,6 +24,7 @@ import (
 	"eaimq/internal/claimid"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlqweb"
+	"eaimq/internal/redact"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -107,20 +108,11 @@ func (w *web) session(ctx context.Context, fn func(*amqp.Connection, *browser) e
 // clean takes the store's location and the broker's URL out of a message:
 // the page may be read by people who must not learn either.
 func (w *web) clean(s string) string {
-	var secrets []string
+	locations := []string{store.Path(w.getenv), broker.URL(w.getenv)}
 	if w.st != nil {
-		secrets = append(secrets, w.st.Path())
+		locations = append(locations, w.st.Path())
 	}
-	secrets = append(secrets, store.Path(w.getenv))
-	for _, u := range broker.Addresses(broker.URL(w.getenv)) {
-		secrets = append(secrets, u, broker.RedactURL(u))
-	}
-	for _, x := range secrets {
-		if len(x) > 1 {
-			s = strings.ReplaceAll(s, x, "[hidden]")
-		}
-	}
-	return s
+	return redact.Remove(s, locations...)
 }
 
 // groupOf is the group of a dead letter: its recorded reason, and the last

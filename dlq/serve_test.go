@@ -13,6 +13,7 @@ import (
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/dlqweb"
+	"eaimq/internal/redact"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -104,7 +105,7 @@ func TestServeCleansSecrets(t *testing.T) {
 	env := map[string]string{broker.EnvURL: "amqp://ops:s3cr3t-pw@10.0.0.5:5672/claims", store.EnvPath: "/var/lib/eaimq/processed.db"}
 	w := &web{getenv: func(k string) string { return env[k] }}
 	got := w.clean("dial amqp://ops:s3cr3t-pw@10.0.0.5:5672/claims: refused; open /var/lib/eaimq/processed.db: denied; " +
-		broker.RedactURL(env[broker.EnvURL]))
+		redact.URL(env[broker.EnvURL]))
 	for _, secret := range []string{"s3cr3t-pw", "/var/lib/eaimq"} {
 		if strings.Contains(got, secret) {
 			t.Errorf("%q shows %q", got, secret)

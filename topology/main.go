@@ -18,6 +18,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
+	"eaimq/internal/redact"
 	"eaimq/internal/retry"
 	"eaimq/internal/topo"
 )
@@ -111,7 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		queues = fmt.Sprintf("%d %s queues", len(topo.QueuesFor(kind)), kind)
 	}
 	fmt.Fprintf(stdout, "topology: declared %d exchanges, %s, %d bindings in vhost %q (%s)\n",
-		len(topo.Exchanges), queues, len(topo.Bindings), vhost, broker.Redact(raw))
+		len(topo.Exchanges), queues, len(topo.Bindings), vhost, redact.URL(raw))
 	if len(plan.Delays) > 0 {
 		// A line of its own: the lab's line above stays as it was.
 		fmt.Fprintf(stdout, "topology: declared %d delay queue(s) for consumer --retry-delays %s: %s\n",

@@ -19,6 +19,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/cli"
+	"eaimq/internal/redact"
 )
 
 // EnvURL is the environment variable every program reads the broker address
@@ -54,18 +55,18 @@ const encodeHint = `percent-encode reserved characters in the user, password and
 // are *cli.Error with ExitUsage: a URL is an argument.
 func parse(raw string) (amqp.URI, error) {
 	fail := func(why string) (amqp.URI, error) {
-		return amqp.URI{}, cli.Exit(cli.ExitUsage, &URLError{URL: RedactURL(raw), Why: why})
+		return amqp.URI{}, cli.Exit(cli.ExitUsage, &URLError{URL: redact.URL(raw), Why: why})
 	}
-	prefix, rest := splitScheme(raw)
-	switch strings.ToLower(prefix) {
-	case "amqp://", "amqps://":
+	scheme, rest, _ := strings.Cut(raw, "://")
+	switch strings.ToLower(scheme) {
+	case "amqp", "amqps":
 	default:
 		return fail("it must start with amqp:// or amqps:// (amqp://user:password@host:5672/vhost)")
 	}
 	if strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return fail("it contains a space or a control character; " + encodeHint)
 	}
-	if _, tail := splitAuthority(rest); strings.Contains(tail, "@") {
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 && strings.Contains(rest[i:], "@") {
 		return fail(`an "@" after the host: ` + encodeHint)
 	}
 	if _, err := url.Parse(raw); err != nil {
@@ -83,7 +84,7 @@ func parse(raw string) (amqp.URI, error) {
 	}
 	u, err := amqp.ParseURI(raw)
 	if err != nil {
-		return fail(scrub(err.Error(), raw))
+		return fail(redact.Scrub(err.Error(), raw))
 	}
 	if u.Port < 1 || u.Port > 65535 {
 		return fail(fmt.Sprintf("port %d is out of range (1-65535; RabbitMQ listens on 5672, or 5671 for TLS)", u.Port))

@@ -19,6 +19,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/cli"
+	"eaimq/internal/redact"
 )
 
 // Dial is DialContext without a way to stop it but its timeout.
@@ -108,7 +109,7 @@ func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, erro
 		getenv = os.Getenv
 	}
 	fail := func(code int, cause error, fix string) error {
-		return cli.Exit(code, &DialError{URL: RedactURL(raw), Err: cause, raw: raw, fix: fix})
+		return cli.Exit(code, &DialError{URL: redact.URL(raw), Err: cause, raw: raw, fix: fix})
 	}
 	var tc *tls.Config
 	libURL := raw
@@ -277,7 +278,7 @@ func (e *DialError) Error() string {
 	if errors.As(e.Err, &ae) {
 		cause = ae.Reason // the broker's words, without the library's frame
 	}
-	msg := fmt.Sprintf("connect to %s: %s", e.URL, scrub(cause, e.raw))
+	msg := fmt.Sprintf("connect to %s: %s", e.URL, redact.Scrub(cause, e.raw))
 	if e.fix != "" {
 		msg += "; " + e.fix
 	}

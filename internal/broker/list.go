@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/cli"
+	"eaimq/internal/redact"
 )
 
 // Addresses splits an EAI_AMQP_URL that lists several brokers (the nodes
@@ -78,7 +79,7 @@ func checkList(addrs []string) (amqp.URI, error) {
 			continue
 		}
 		if u.Vhost != first.Vhost {
-			return amqp.URI{}, cli.Exit(cli.ExitUsage, &URLError{URL: Redact(strings.Join(addrs, ",")),
+			return amqp.URI{}, cli.Exit(cli.ExitUsage, &URLError{URL: redact.URL(strings.Join(addrs, ",")),
 				Why: fmt.Sprintf("its addresses name different vhosts (%q and %q); the nodes of one cluster share the vhost", first.Vhost, u.Vhost)})
 		}
 	}

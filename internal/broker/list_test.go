@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"eaimq/internal/cli"
+	"eaimq/internal/redact"
 )
 
 func TestAddresses(t *testing.T) {
@@ -27,7 +28,7 @@ func TestAddresses(t *testing.T) {
 
 func TestListRedactAndVHost(t *testing.T) {
 	raw := "amqp://g:S3cretA@h1:5681/v,amqp://g:S3cretB@h2:5682/v"
-	if r := Redact(raw); strings.Contains(r, "S3cret") || !strings.Contains(r, "h1:5681") || !strings.Contains(r, "h2:5682") {
+	if r := redact.URL(raw); strings.Contains(r, "S3cret") || !strings.Contains(r, "h1:5681") || !strings.Contains(r, "h2:5682") {
 		t.Errorf("Redact: %s", r)
 	}
 	if v, err := VHost(raw); err != nil || v != "v" {

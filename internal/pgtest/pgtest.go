@@ -6,6 +6,7 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
+	"eaimq/internal/redact"
 	"encoding/hex"
 	"net/url"
 	"os"
@@ -69,21 +70,7 @@ func connect(t testing.TB, base string) *pgx.Conn {
 	defer cancel()
 	c, err := pgx.Connect(ctx, base)
 	if err != nil {
-		t.Fatalf("PostgreSQL is not reachable at %s: %v; %s", redacted(base), err, howToStart)
+		t.Fatalf("PostgreSQL is not reachable at %s: %v; %s", redact.URL(base), err, howToStart)
 	}
 	return c
-}
-
-// redacted is base without its password, for the failure message.
-func redacted(base string) string {
-	u, err := url.Parse(base)
-	if err != nil {
-		return "$" + EnvBaseURL
-	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-	}
-	return u.String()
 }

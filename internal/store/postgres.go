@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"eaimq/internal/claim"
+	"eaimq/internal/redact"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -136,7 +136,7 @@ func pgMigrate1(ctx context.Context, tx pgx.Tx) error {
 // has it off); "normal" with synchronous_commit off, which survives a crash
 // of the consumer but not of the server. Options.Conns sizes the pool.
 func OpenPostgres(location string, o Options) (*Postgres, error) {
-	path := RedactURL(location)
+	path := redact.URL(location)
 	if o.Synchronous == "" {
 		o.Synchronous = "full"
 	}
@@ -794,35 +794,4 @@ func deref(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-// RedactURL returns a PostgreSQL URL without its password (in the user
-// information or as a password parameter), for messages. One that does
-// not parse is hidden after its scheme.
-func RedactURL(raw string) string {
-	const hidden = "xxxxx"
-	u, err := url.Parse(raw)
-	if err != nil || u.Opaque != "" {
-		scheme, _, _ := strings.Cut(raw, "://")
-		return scheme + "://" + hidden
-	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), hidden)
-		}
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		changed := false
-		for k := range q {
-			if strings.Contains(strings.ToLower(k), "password") {
-				q.Set(k, hidden)
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.String()
 }

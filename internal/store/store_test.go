@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"eaimq/internal/pgtest"
+	"eaimq/internal/redact"
 )
 
 // The behaviour of a store is one, whichever backend keeps it: every test
@@ -409,7 +410,7 @@ func TestPathNamesTheStore(t *testing.T) {
 			loc = withPassword(t, loc, "s3cret-pw")
 		}
 		s := openStore(t, loc, Options{})
-		if got := s.Path(); got != RedactURL(loc) && got != loc {
+		if got := s.Path(); got != redact.URL(loc) && got != loc {
 			t.Fatalf("Path() = %q", got)
 		}
 		if be.name == "postgres" && (s.Path() == loc || containsAny(s.Path(), "s3cret-pw")) {

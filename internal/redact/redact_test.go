@@ -1,15 +1,11 @@
-package broker
+package redact
 
 import (
-	"errors"
-	"net/url"
 	"strings"
 	"testing"
-
-	"eaimq/internal/cli"
 )
 
-func TestRedactURL(t *testing.T) {
+func TestURL(t *testing.T) {
 	for _, tc := range []struct {
 		raw, want string
 		secret    []string // must not appear in the output
@@ -49,86 +45,48 @@ func TestRedactURL(t *testing.T) {
 		{"://", "://", nil},
 		{"@", "@", nil},
 	} {
-		got := RedactURL(tc.raw)
+		got := URL(tc.raw)
 		if got != tc.want {
-			t.Errorf("RedactURL(%q) = %q, want %q", tc.raw, got, tc.want)
+			t.Errorf("URL(%q) = %q, want %q", tc.raw, got, tc.want)
 		}
 		for _, s := range tc.secret {
 			if strings.Contains(got, s) {
-				t.Errorf("RedactURL(%q) = %q shows %q", tc.raw, got, s)
+				t.Errorf("URL(%q) = %q shows %q", tc.raw, got, s)
 			}
 		}
-		if Redact(tc.raw) != got {
-			t.Errorf("Redact(%q) and RedactURL differ", tc.raw)
+		if list := URL(tc.raw + "," + tc.raw); startsWithScheme(tc.raw) && list != got+","+got {
+			t.Errorf("URL of a list of two %q = %q, want each redacted", tc.raw, list)
 		}
 	}
 }
 
-// TestParseErrorsHideThePassword: whatever is wrong with the URL, the error
-// names the fix, is a usage error, and shows the password in no spelling.
-func TestParseErrorsHideThePassword(t *testing.T) {
-	const pw = "S3ntinel-pw%zz"
-	for _, tc := range []struct {
-		raw, want string
-	}{
-		{"amqp://guest:" + pw + "@127.0.0.1:5672/x", "%25"},
-		{"amqp://guest:S3ntinelpw@127.0.0.1:99999/x", "out of range"},
-		{"amqp://guest:S3ntinelpw@127.0.0.1:0/x", "out of range"},
-		{"amqp://guest:S3ntinelpw@127.0.0.1:abc/x", "port is not a number"},
-		{"amqp://guest:S3ntinel/pw@127.0.0.1/x", `"/" as %2F`},
-		{"amqp://guest:S3ntinel pw@127.0.0.1/x", "space"},
-		{"http://guest:S3ntinelpw@127.0.0.1/x", "amqp://"},
-		{"guest:S3ntinelpw@127.0.0.1/x", "amqp://"},
-		{"amqp://guest:S3ntinelpw@127.0.0.1/x?heartbeat=abc", "heartbeat"},
-		{"amqp://guest:S3ntinelpw@[::1/x", "parse"},
+// TestPostgresURL: the same rule for the dedup store's URL, whose password
+// may also be a query parameter, and whose host may be a list.
+func TestPostgresURL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"postgres://u:s3cret@db:5432/eaimq", "postgres://u:xxxxx@db:5432/eaimq"},
+		{"postgresql://u@db/eaimq?sslmode=require", "postgresql://u@db/eaimq?sslmode=require"},
+		{"postgres://db/eaimq?password=s3cret&sslmode=disable", "postgres://db/eaimq?password=xxxxx&sslmode=disable"},
+		// Unparsable (a bad escape): the user name stays, the rest of the
+		// userinfo goes, as for an AMQP URL.
+		{"postgres://u:s3%zzret@db/eaimq", "postgres://u:xxxxx@db/eaimq"},
+		{"postgres://u:s3cret@db1:5432,db2:5432/eaimq", "postgres://u:xxxxx@db1:5432,db2:5432/eaimq"},
+		// A password parameter in an unparsable URL, and in an AMQP URL.
+		{"postgres://db/e%zz?sslmode=disable&password=s3cret", "postgres://db/e%zz?sslmode=disable&password=xxxxx"},
+		{"amqp://guest@h/x?password=s3cret", "amqp://guest@h/x?password=xxxxx"},
 	} {
-		_, err := VHost(tc.raw)
-		if err == nil {
-			t.Errorf("VHost(%q): no error", tc.raw)
-			continue
+		if got := URL(c.in); got != c.want {
+			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)
 		}
-		if got := cli.Code(err); got != cli.ExitUsage {
-			t.Errorf("VHost(%q): exit %d, want 2", tc.raw, got)
-		}
-		msg := err.Error()
-		if !strings.Contains(msg, tc.want) {
-			t.Errorf("VHost(%q) = %q, want it to say %q", tc.raw, msg, tc.want)
-		}
-		for _, s := range []string{"S3ntinel", "S3ntinelpw", pw} {
-			if strings.Contains(msg, s) {
-				t.Errorf("VHost(%q) error shows the password: %q", tc.raw, msg)
-			}
-		}
-		// Nothing in the chain holds the URL either: a caller that digs for
-		// a *url.Error must not find one to print.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			t.Errorf("VHost(%q) wraps a *url.Error", tc.raw)
-		}
-		if _, derr := Dial(tc.raw, "test", 0); derr == nil || derr.Error() != msg || cli.Code(derr) != cli.ExitUsage {
-			t.Errorf("Dial(%q) = %v, want the same usage error as VHost", tc.raw, derr)
-		}
-	}
-}
-
-func TestVHost(t *testing.T) {
-	for raw, want := range map[string]string{
-		"amqp://guest:guest@127.0.0.1:5672/%2F": "/",
-		"amqp://guest:guest@127.0.0.1:5672/":    "/",
-		"amqp://guest:guest@127.0.0.1/a%2Fb":    "a/b",
-		"amqps://u:p@localhost:5671/v%40h":      "v@h",
-		"AMQP://u:p@localhost/v":                "v",
-	} {
-		got, err := VHost(raw)
-		if err != nil || got != want {
-			t.Errorf("VHost(%q) = %q, %v; want %q", raw, got, err, want)
+		if strings.Contains(URL(c.in), "s3cret") || strings.Contains(Scrub("failed: "+c.in, c.in), "s3cret") {
+			t.Errorf("%q: the password shows", c.in)
 		}
 	}
 }
 
 func TestScrub(t *testing.T) {
 	raw := "amqp://guest:p%40ss%2Fw0rd@h/x"
-	msg := scrub("dial "+raw+" failed; password p@ss/w0rd or p%40ss%2Fw0rd", raw)
+	msg := Scrub("dial "+raw+" failed; password p@ss/w0rd or p%40ss%2Fw0rd", raw)
 	for _, s := range []string{"p@ss/w0rd", "p%40ss%2Fw0rd", "w0rd"} {
 		if strings.Contains(msg, s) {
 			t.Errorf("scrub left %q: %s", s, msg)
@@ -139,16 +97,12 @@ func TestScrub(t *testing.T) {
 	}
 }
 
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"eaimq-test-1": "eaimq-test-1",
-		"/":            "/",
-		"a b":          "'a b'",
-		"it's":         `'it'\''s'`,
-		"":             "''",
-	} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+func TestRemove(t *testing.T) {
+	const amqp, db = "amqp://ops:s3cr3t-pw@10.0.0.5:5672/claims", "/var/lib/eaimq/processed.db"
+	got := Remove("dial "+amqp+": refused; open "+db+": denied; "+URL(amqp), amqp, db)
+	for _, secret := range []string{"s3cr3t-pw", "/var/lib/eaimq", "10.0.0.5"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("%q shows %q", got, secret)
 		}
 	}
 }
