@@ -1,12 +1,12 @@
 // Package broker holds what every eaimq program does the same way with the
 // AMQP address: read it from the environment, dial it (over TLS for
 // amqps://), say what to do when that fails, and print it without the
-// password.
+// password (package redact).
 //
 // No error that leaves this package holds the raw URL or its password, in
 // any spelling: they are built from the redacted URL, and the library's own
-// text is scrubbed. Errors from Dial and VHost are *cli.Error values that
-// carry their exit code (see DialContext).
+// text is scrubbed. Errors from Dial and VHost are *fail.Error values that
+// carry their class (see DialContext).
 package broker
 
 import (
@@ -18,7 +18,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"eaimq/internal/cli"
+	"eaimq/internal/fail"
 	"eaimq/internal/redact"
 )
 
@@ -52,10 +52,10 @@ const encodeHint = `percent-encode reserved characters in the user, password and
 // parse is amqp.ParseURI with the checks it leaves to the dial (the port's
 // range) or gets wrong silently (an "@" after the host, where an unencoded
 // "/" in a password puts it), and errors that never echo raw. Its errors
-// are *cli.Error with ExitUsage: a URL is an argument.
+// are *fail.Error of class Usage: a URL is an argument.
 func parse(raw string) (amqp.URI, error) {
 	fail := func(why string) (amqp.URI, error) {
-		return amqp.URI{}, cli.Exit(cli.ExitUsage, &URLError{URL: redact.URL(raw), Why: why})
+		return amqp.URI{}, fail.New(fail.Usage, &URLError{URL: redact.URL(raw), Why: why})
 	}
 	scheme, rest, _ := strings.Cut(raw, "://")
 	switch strings.ToLower(scheme) {

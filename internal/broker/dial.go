@@ -18,7 +18,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"eaimq/internal/cli"
+	"eaimq/internal/fail"
 	"eaimq/internal/redact"
 )
 
@@ -38,19 +38,22 @@ func Dial(raw, program string, timeout time.Duration) (*amqp.Connection, error) 
 // not the password.
 // TLS settings come from the process environment.
 //
-// Every error is a *cli.Error whose code is the one rule all programs
-// follow:
+// Every error is a *fail.Error whose class is the one rule all programs
+// follow (the exit codes they document for it in brackets):
 //
-//	2    the URL cannot be used (unparsable, port out of range)
-//	69   the broker cannot be reached: refused, unreachable, no answer in
-//	     time, a port that does not speak TLS, a connection limit
-//	77   the broker refused the user or password (or the user's access to
-//	     the vhost)
-//	78   the vhost does not exist; or a TLS setting is wrong: the server's
-//	     certificate is not trusted or not valid for the host, a client
-//	     certificate is missing or unreadable, EAI_AMQP_CA is unreadable
-//	130  ctx was cancelled (a signal) before the connection was open;
-//	     a ctx deadline that passes is 69, like the timeout
+//	Usage (2)         the URL cannot be used (unparsable, port out of range)
+//	Unavailable (69)  the broker cannot be reached: refused, unreachable, no
+//	                  answer in time, a port that does not speak TLS, a
+//	                  connection limit
+//	NoPerm (77)       the broker refused the user or password (or the
+//	                  user's access to the vhost)
+//	Config (78)       the vhost does not exist; or a TLS setting is wrong:
+//	                  the server's certificate is not trusted or not valid
+//	                  for the host, a client certificate is missing or
+//	                  unreadable, EAI_AMQP_CA is unreadable
+//	Interrupted (130) ctx was cancelled (a signal) before the connection was
+//	                  open; a ctx deadline that passes is Unavailable, like
+//	                  the timeout
 //
 // Its first line says what to do.
 func DialContext(ctx context.Context, raw, program string, timeout time.Duration) (*amqp.Connection, error) {
@@ -108,15 +111,14 @@ func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, erro
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	fail := func(code int, cause error, fix string) error {
-		return cli.Exit(code, &DialError{URL: redact.URL(raw), Err: cause, raw: raw, fix: fix})
+	failed := func(c fail.Class, cause error, fix string) error {
+		return fail.New(c, &DialError{URL: redact.URL(raw), Err: cause, raw: raw, fix: fix})
 	}
 	var tc *tls.Config
 	libURL := raw
 	if uri.Scheme == "amqps" {
-		var code int
-		if tc, code, err = tlsConfig(uri, getenv); err != nil {
-			return nil, fail(code, err, "")
+		if tc, err = tlsConfig(uri, getenv); err != nil {
+			return nil, failed(fail.Config, err, "")
 		}
 		// The TLS handshake happens in dial below, where ctx can stop it
 		// and the transport's own errors can be seen; the library gets a
@@ -182,10 +184,10 @@ func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, erro
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			// The caller's time ran out (a run's --max-seconds, say), not
 			// the user's patience: the broker did not finish in time.
-			return nil, fail(cli.ExitUnavailable, fmt.Errorf("gave up at the deadline before the handshake finished: %w", ctx.Err()),
+			return nil, failed(fail.Unavailable, fmt.Errorf("gave up at the deadline before the handshake finished: %w", ctx.Err()),
 				"RabbitMQ takes 3 s to refuse a wrong password; otherwise "+fixUp)
 		case ctx.Err() != nil:
-			return nil, fail(cli.ExitInterrupted, fmt.Errorf("interrupted while connecting: %w", ctx.Err()), "")
+			return nil, failed(fail.Interrupted, fmt.Errorf("interrupted while connecting: %w", ctx.Err()), "")
 		}
 		// A TLS 1.3 server refuses a client certificate after the client
 		// has finished its handshake: the alert comes on a later read, and
@@ -195,8 +197,8 @@ func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, erro
 		} else if asked.Load() && hungUp(err) {
 			err = &noClientCertError{err}
 		}
-		code, fix := classify(err, uri, timeout)
-		return nil, fail(code, err, fix)
+		class, fix := classify(err, uri, timeout)
+		return nil, failed(class, err, fix)
 	}
 	return conn, nil
 }
@@ -294,8 +296,8 @@ const fixUp = "is the broker up? (scripts/mq-up.sh starts one)"
 
 var vhostNotFound = regexp.MustCompile(`(?i)vhost .* not found`)
 
-// classify maps a failed dial to its exit code and the fix to print.
-func classify(err error, uri amqp.URI, timeout time.Duration) (int, string) {
+// classify maps a failed dial to its class and the fix to print.
+func classify(err error, uri amqp.URI, timeout time.Duration) (fail.Class, string) {
 	hostport := net.JoinHostPort(uri.Host, fmt.Sprint(uri.Port))
 	var (
 		ae       *amqp.Error
@@ -310,51 +312,51 @@ func classify(err error, uri amqp.URI, timeout time.Duration) (int, string) {
 	isAMQP := errors.As(err, &ae)
 	switch {
 	case errors.Is(err, amqp.ErrVhost):
-		return cli.ExitConfig, fmt.Sprintf("the broker refused vhost %q: create it (rabbitmqctl add_vhost %s) or grant %s access (rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*')",
+		return fail.Config, fmt.Sprintf("the broker refused vhost %q: create it (rabbitmqctl add_vhost %s) or grant %s access (rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*')",
 			uri.Vhost, vhostArg, uri.Username, vhostArg, shellQuote(uri.Username))
 	case errors.Is(err, amqp.ErrSASL):
-		return cli.ExitConfig, "the broker offers no login mechanism this client speaks (PLAIN, AMQPLAIN)"
+		return fail.Config, "the broker offers no login mechanism this client speaks (PLAIN, AMQPLAIN)"
 	case isAMQP && ae.Code == amqp.NotAllowed && vhostNotFound.MatchString(ae.Reason):
-		return cli.ExitConfig, fmt.Sprintf("vhost %q does not exist: rabbitmqctl add_vhost %s, then rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*'",
+		return fail.Config, fmt.Sprintf("vhost %q does not exist: rabbitmqctl add_vhost %s, then rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*'",
 			uri.Vhost, vhostArg, vhostArg, shellQuote(uri.Username))
 	case isAMQP && ae.Code == amqp.NotAllowed && strings.Contains(ae.Reason, "refused for user"):
-		return cli.ExitNoPerm, fmt.Sprintf("user %q has no access to vhost %q: rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*'",
+		return fail.NoPerm, fmt.Sprintf("user %q has no access to vhost %q: rabbitmqctl set_permissions -p %s %s '.*' '.*' '.*'",
 			uri.Username, uri.Vhost, vhostArg, shellQuote(uri.Username))
 	case isAMQP && ae.Code == amqp.AccessRefused:
-		return cli.ExitNoPerm, fmt.Sprintf("the broker refused user %q: check the user and password (and that the user may log in from here: guest may only connect over loopback)", uri.Username)
+		return fail.NoPerm, fmt.Sprintf("the broker refused user %q: check the user and password (and that the user may log in from here: guest may only connect over loopback)", uri.Username)
 	case isAMQP && ae.Server:
-		return cli.ExitUnavailable, "the broker closed the connection while it was opened: " + fixUp
+		return fail.Unavailable, "the broker closed the connection while it was opened: " + fixUp
 	case errors.As(err, &hostErr):
-		return cli.ExitConfig, fmt.Sprintf("the certificate of %s is not valid for %q, only for %s: connect by a name it lists, or have it reissued for %s",
+		return fail.Config, fmt.Sprintf("the certificate of %s is not valid for %q, only for %s: connect by a name it lists, or have it reissued for %s",
 			hostport, uri.Host, validFor(hostErr.Certificate), uri.Host)
 	case errors.As(err, &authErr):
 		issuer := ""
 		if authErr.Cert != nil {
 			issuer = fmt.Sprintf(" (issuer %q)", authErr.Cert.Issuer.String())
 		}
-		return cli.ExitConfig, fmt.Sprintf("the certificate of %s is signed by an authority this machine does not trust%s: set %s to the CA's PEM file", hostport, issuer, EnvCA)
+		return fail.Config, fmt.Sprintf("the certificate of %s is signed by an authority this machine does not trust%s: set %s to the CA's PEM file", hostport, issuer, EnvCA)
 	case errors.As(err, &certErr):
-		return cli.ExitConfig, fmt.Sprintf("the certificate of %s is not acceptable: renew it, or set %s to the CA that signs it", hostport, EnvCA)
+		return fail.Config, fmt.Sprintf("the certificate of %s is not acceptable: renew it, or set %s to the CA that signs it", hostport, EnvCA)
 	case errors.As(err, &recErr):
-		return cli.ExitUnavailable, fmt.Sprintf("this port does not speak TLS: use amqp:// for %s, or the broker's TLS port (usually 5671)", hostport)
+		return fail.Unavailable, fmt.Sprintf("this port does not speak TLS: use amqp:// for %s, or the broker's TLS port (usually 5671)", hostport)
 	// A TLS 1.3 server refuses a client certificate after the client's
 	// handshake is done: the alert arrives on the first read, where the
 	// library keeps only its text, or the connection is reset.
 	case errors.As(err, new(*noClientCertError)), strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "bad certificate"):
-		return cli.ExitConfig, fmt.Sprintf("the broker wants a client certificate it trusts: set %s and %s to its PEM files", EnvCert, EnvKey)
+		return fail.Config, fmt.Sprintf("the broker wants a client certificate it trusts: set %s and %s to its PEM files", EnvCert, EnvKey)
 	case errors.As(err, &dnsErr):
-		return cli.ExitUnavailable, fmt.Sprintf("host %q not found: check the host in %s; %s", uri.Host, EnvURL, fixUp)
+		return fail.Unavailable, fmt.Sprintf("host %q not found: check the host in %s; %s", uri.Host, EnvURL, fixUp)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return cli.ExitUnavailable, fixUp
+		return fail.Unavailable, fixUp
 	case errors.As(err, &netErr) && netErr.Timeout():
-		return cli.ExitUnavailable, fmt.Sprintf("no answer from %s within %s: %s", hostport, timeout, fixUp)
+		return fail.Unavailable, fmt.Sprintf("no answer from %s within %s: %s", hostport, timeout, fixUp)
 	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET),
 		// The library reports a socket lost during the AMQP handshake as
 		// an *amqp.Error of its own, with the cause as text only.
 		isAMQP && (ae.Reason == io.EOF.Error() || strings.Contains(ae.Reason, "connection reset")):
-		return cli.ExitUnavailable, fmt.Sprintf("%s hung up during the handshake (is it a RabbitMQ AMQP port? for amqps://, is it the TLS port?): %s", hostport, fixUp)
+		return fail.Unavailable, fmt.Sprintf("%s hung up during the handshake (is it a RabbitMQ AMQP port? for amqps://, is it the TLS port?): %s", hostport, fixUp)
 	}
-	return cli.ExitUnavailable, fixUp
+	return fail.Unavailable, fixUp
 }
 
 // validFor lists the names a certificate is valid for.

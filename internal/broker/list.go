@@ -8,7 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"eaimq/internal/cli"
+	"eaimq/internal/fail"
 	"eaimq/internal/redact"
 )
 
@@ -38,30 +38,30 @@ func Addresses(raw string) []string {
 // connection that opens: the consumer and dlq call it again to reconnect,
 // so when the node they were on dies they fail over to the next one that
 // answers. A signal ends the walk at once. When none answers, the error
-// lists why for each address, and its exit code is theirs when they all
-// agree (all refused the password: 77), else 69.
+// lists why for each address, and its class is theirs when they all agree
+// (all refused the password: NoPerm), else Unavailable.
 func (d Dialer) dialList(ctx context.Context, addrs []string) (*amqp.Connection, error) {
 	var whys []string
-	code := -1
+	class := fail.None
 	for _, a := range addrs {
 		conn, err := d.dialOne(ctx, a)
 		if err == nil {
 			return conn, nil
 		}
-		c := cli.Code(err)
-		if c == cli.ExitInterrupted || c == cli.ExitUsage {
+		c := fail.Of(err)
+		if c == fail.Interrupted || c == fail.Usage {
 			return nil, err
 		}
-		switch code {
-		case -1:
-			code = c
+		switch class {
+		case fail.None:
+			class = c
 		case c:
 		default:
-			code = cli.ExitUnavailable
+			class = fail.Unavailable
 		}
 		whys = append(whys, err.Error())
 	}
-	return nil, cli.Exit(code, fmt.Errorf("none of the %d brokers in %s answered:\n  %s", len(addrs), EnvURL, strings.Join(whys, "\n  ")))
+	return nil, fail.New(class, fmt.Errorf("none of the %d brokers in %s answered:\n  %s", len(addrs), EnvURL, strings.Join(whys, "\n  ")))
 }
 
 // checkList checks that every address of a list parses and that all name
@@ -79,12 +79,12 @@ func checkList(addrs []string) (amqp.URI, error) {
 			continue
 		}
 		if u.Vhost != first.Vhost {
-			return amqp.URI{}, cli.Exit(cli.ExitUsage, &URLError{URL: redact.URL(strings.Join(addrs, ",")),
+			return amqp.URI{}, fail.New(fail.Usage, &URLError{URL: redact.URL(strings.Join(addrs, ",")),
 				Why: fmt.Sprintf("its addresses name different vhosts (%q and %q); the nodes of one cluster share the vhost", first.Vhost, u.Vhost)})
 		}
 	}
 	if len(addrs) == 0 || addrs[0] == "" {
-		return amqp.URI{}, cli.Exit(cli.ExitUsage, errors.New("empty AMQP URL"))
+		return amqp.URI{}, fail.New(fail.Usage, errors.New("empty AMQP URL"))
 	}
 	return first, nil
 }

@@ -1,8 +1,10 @@
 // Package cli is the glue every eaimq program shares between run and main:
-// the documented exit codes and the one place an error becomes one.
+// the documented exit codes, the one place an error becomes one (Code),
+// the flags every program parses the same way, and the manual.
 package cli
 
 import (
+	"eaimq/internal/fail"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,7 +29,24 @@ const (
 	ExitInterrupted = 130 // 128+SIGINT: a signal ended the program before its work was done
 )
 
-// Error is an error with the exit code it ends the program with.
+// codes maps each class of failure (what libraries return) to the exit
+// code every program documents for it.
+var codes = [...]int{
+	fail.None:        ExitFailure,
+	fail.Failed:      ExitFailure,
+	fail.Usage:       ExitUsage,
+	fail.Data:        ExitDataErr,
+	fail.Unavailable: ExitUnavailable,
+	fail.Internal:    ExitSoftware,
+	fail.IO:          ExitIOErr,
+	fail.TempFail:    ExitTempFail,
+	fail.NoPerm:      ExitNoPerm,
+	fail.Config:      ExitConfig,
+	fail.Interrupted: ExitInterrupted,
+}
+
+// Error is an error with an exit code of one program's own (publish's 3
+// for a returned claim, say), beyond the codes of the classes.
 type Error struct {
 	Code int
 	Err  error
@@ -48,7 +67,7 @@ func Exit(code int, err error) error {
 		return nil
 	}
 	var e *Error
-	if errors.As(err, &e) {
+	if errors.As(err, &e) || fail.Of(err) != fail.None {
 		return err
 	}
 	return &Error{Code: code, Err: err}
@@ -61,10 +80,11 @@ func Exitf(code int, format string, a ...any) error {
 }
 
 // Usagef is a usage mistake: exit 2.
-func Usagef(format string, a ...any) error { return Exitf(ExitUsage, format, a...) }
+func Usagef(format string, a ...any) error { return fail.Errorf(fail.Usage, format, a...) }
 
 // Code maps err to its exit code: nil and -h are 0, a flag parse error is 2,
-// an *Error its own code, anything else 1.
+// an *Error its own code, an error of a fail.Class the class's code, and
+// anything else 1.
 func Code(err error) int {
 	var e *Error
 	switch {
@@ -74,6 +94,9 @@ func Code(err error) int {
 		return e.Code
 	case errors.Is(err, errParse):
 		return ExitUsage
+	}
+	if c := fail.Of(err); int(c) < len(codes) {
+		return codes[c]
 	}
 	return ExitFailure
 }
@@ -110,18 +133,8 @@ func Report(w io.Writer, program string, err error) {
 	}
 }
 
-// Broker maps an error from talking to the broker to its exit code: a
-// missing piece of topology is 78, anything else 69 (unless err carries its
-// own code, as Exit explains).
-func Broker(err error, missing error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, missing) {
-		return Exit(ExitConfig, err)
-	}
-	return Exit(ExitUnavailable, err)
-}
+// Broker is fail.Broker, for the programs that have not moved to it yet.
+func Broker(err error, missing error) error { return fail.Broker(err, missing) }
 
 // Manual is the package comment of a doc.go file as plain text: the
 // comment markers taken off, the package clause and what follows dropped.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"eaimq/internal/fail"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,5 +61,25 @@ func TestFlags(t *testing.T) {
 		if tc.code == 2 && strings.Count(errb.String(), "\n") != 2 {
 			t.Errorf("%q: a mistake should print two lines, not:\n%s", tc.args, errb.String())
 		}
+	}
+}
+
+// TestClassCodes: each class of failure has the exit code the manuals
+// document, and an explicit code of a program's own wins.
+func TestClassCodes(t *testing.T) {
+	base := errors.New("x")
+	for c, want := range map[fail.Class]int{
+		fail.Failed: 1, fail.Usage: 2, fail.Data: 65, fail.Unavailable: 69, fail.Internal: 70, fail.IO: 74,
+		fail.TempFail: 75, fail.NoPerm: 77, fail.Config: 78, fail.Interrupted: 130,
+	} {
+		if got := Code(fail.New(c, base)); got != want {
+			t.Errorf("%v: exit %d, want %d", c, got, want)
+		}
+	}
+	if Code(base) != ExitFailure || Code(Usagef("x")) != ExitUsage || Code(Exit(3, base)) != 3 {
+		t.Error("a plain error, a usage error or an explicit code maps wrong")
+	}
+	if Code(Exit(3, fail.New(fail.IO, base))) != ExitIOErr {
+		t.Error("an explicit code overrides the class chosen below it")
 	}
 }
