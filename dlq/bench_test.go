@@ -22,6 +22,7 @@ import (
 	"eaimq/internal/claim"
 	"eaimq/internal/rabbitctl"
 	"eaimq/internal/store"
+	"eaimq/internal/store/sqlite"
 	"eaimq/internal/topo"
 )
 
@@ -187,7 +188,7 @@ func deadLetters(b *testing.B, vh *brokertest.VHost, db string, n int) {
 // dead-letter outcome. synchronous=normal only speeds the setup; the file
 // holds the same rows.
 func record(b *testing.B, db string, n int, guid func(int) string) {
-	st, err := store.OpenSQLite(db, store.Options{Synchronous: "normal"})
+	st, err := sqlite.Open(db, sqlite.Options{Synchronous: "normal"})
 	if err != nil {
 		b.Error(err)
 		return

@@ -24,6 +24,7 @@ import (
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
 	"eaimq/internal/store"
+	"eaimq/internal/store/sqlite"
 	"eaimq/internal/topo"
 )
 
@@ -435,7 +436,7 @@ func TestStoreReadError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version=%d", store.SchemaVersion)); err != nil {
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version=%d", sqlite.SchemaVersion)); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

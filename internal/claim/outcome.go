@@ -8,7 +8,10 @@
 // disagree about why a claim is where it is.
 package claim
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Action is what the consumer does with a delivery.
 type Action uint8
@@ -119,7 +122,7 @@ func ParseReason(s string) (Reason, bool) {
 // StoredReason reads a reason word as a store keeps it: ReasonUnknown for
 // none, or for a word this program does not know.
 func StoredReason(s string) Reason {
-	r, _ := ParseReason(s)
+	r, _ := ParseReason(strings.TrimSpace(s))
 	return r
 }
 

@@ -1,5 +1,7 @@
 package claim
 
+import "strings"
+
 // State is where a claim's record stands: the claims row's state column,
 // as its word. The four words are defined here and in the stores' schema
 // text, nowhere else.
@@ -62,3 +64,16 @@ func (s State) Action() Action {
 	}
 	return NoAction
 }
+
+// sqlStates spells each state's word as an SQL string literal.
+var sqlStates = strings.NewReplacer(
+	"{inflight}", "'"+string(StateInFlight)+"'",
+	"{done}", "'"+string(StateDone)+"'",
+	"{failed}", "'"+string(StateFailed)+"'",
+	"{dead}", "'"+string(StateDead)+"'",
+)
+
+// SQL returns the statement q with each {inflight}, {done}, {failed} and
+// {dead} replaced by that state's word as an SQL string literal: the
+// stores' statements name the states through the one definition here.
+func SQL(q string) string { return sqlStates.Replace(q) }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"eaimq/internal/claim"
 	"eaimq/internal/pgtest"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkBeginFinish(b *testing.B) {
 	for _, sync_ := range []string{"full", "normal"} {
 		for _, p := range []int{1, 5, 20} {
 			b.Run(fmt.Sprintf("sync=%s/P=%d", sync_, p), func(b *testing.B) {
-				s, err := OpenSQLite(filepath.Join(b.TempDir(), "p.db"), Options{Synchronous: sync_})
+				s, err := Open(filepath.Join(b.TempDir(), "p.db"), Options{Synchronous: sync_})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -41,7 +42,7 @@ func BenchmarkPostgresBeginFinish(b *testing.B) {
 	loc := pgtest.New(b)
 	for _, p := range []int{1, 5, 20} {
 		b.Run(fmt.Sprintf("P=%d", p), func(b *testing.B) {
-			s, err := OpenPostgres(loc, Options{Conns: p})
+			s, err := Open(loc, Options{Conns: p})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,7 +72,7 @@ func beginFinish(b *testing.B, s Store, p int) {
 					b.Error(err)
 					return
 				}
-				if _, err := s.Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
+				if _, err := s.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -94,7 +95,7 @@ func BenchmarkStoreGrowth(b *testing.B) {
 	for b.Loop() {
 		path := filepath.Join(b.TempDir(), "p.db")
 		round := func(prefix string) int64 {
-			s, err := OpenSQLite(path, Options{Synchronous: "normal"})
+			s, err := Open(path, Options{Synchronous: "normal"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -107,11 +108,11 @@ func BenchmarkStoreGrowth(b *testing.B) {
 			return fi.Size()
 		}
 		first = round("first")
-		s, err := OpenSQLite(path, Options{})
+		s, err := Open(path, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if got, err := s.Prune(ctx, time.Now().Add(time.Hour), DefaultPruneBatch); err != nil || got != n {
+		if got, err := s.Prune(ctx, time.Now().Add(time.Hour), PruneBatch); err != nil || got != n {
 			b.Fatalf("pruned %d, %v; want %d", got, err, n)
 		}
 		s.Close()
@@ -138,7 +139,7 @@ func claims(b *testing.B, s Store, prefix string, n, p int) {
 					b.Error(err)
 					return
 				}
-				if _, err := s.Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
+				if _, err := s.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
 					b.Error(err)
 					return
 				}

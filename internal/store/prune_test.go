@@ -1,11 +1,10 @@
 package store
 
 import (
+	"eaimq/internal/claim"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TestPrune: Prune deletes done records delivered before the cutoff, with
@@ -20,21 +19,21 @@ func TestPrune(t *testing.T) {
 		if _, err := s.Begin(ctx, "old-00", "", true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Finish(ctx, "old-00", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil {
+		if _, err := s.Finish(ctx, "old-00", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 25 {
-			finish(t, s, fmt.Sprintf("old-%02d", i), OutDelivered)
+			finish(t, s, fmt.Sprintf("old-%02d", i), claim.OutDelivered)
 		}
 		// Other states, all older than the cutoff too.
-		finish(t, s, "z-dead", OutRejected)
+		finish(t, s, "z-dead", claim.OutRejected)
 		if _, err := s.Begin(ctx, "z-retry", "", true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Finish(ctx, "z-retry", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil {
+		if _, err := s.Finish(ctx, "z-retry", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil {
 			t.Fatal(err)
 		}
-		if b, err := s.Begin(ctx, "m-inflight", "", true, time.Hour); err != nil || b.Result != Acquired {
+		if b, err := s.Begin(ctx, "m-inflight", "", true, time.Hour); err != nil || b.Result != claim.Acquired {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
 		last, _, err := s.Get(ctx, "old-24")
@@ -47,7 +46,7 @@ func TestPrune(t *testing.T) {
 		for time.Now().Before(cutoff.Add(time.Millisecond)) {
 			time.Sleep(time.Millisecond)
 		}
-		finish(t, s, "new-1", OutDelivered)
+		finish(t, s, "new-1", claim.OutDelivered)
 
 		n, err := s.Prune(ctx, cutoff, 7) // several batches, the last one short
 		if err != nil || n != 25 {
@@ -71,7 +70,7 @@ func TestPrune(t *testing.T) {
 			t.Errorf("the dead letter's log: %+v %v, want kept", as, err)
 		}
 		// The in-flight claim is still this holder's to finish.
-		if out, err := s.Finish(ctx, "m-inflight", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
+		if out, err := s.Finish(ctx, "m-inflight", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
 			t.Fatalf("finish after prune: %v %v", out, err)
 		}
 		if n, err := s.Prune(ctx, cutoff, 7); err != nil || n != 0 {
@@ -81,9 +80,9 @@ func TestPrune(t *testing.T) {
 }
 
 // finish records out for id as a decision made on a call.
-func finish(t *testing.T, s Store, id string, out Outcome) {
+func finish(t *testing.T, s Store, id string, out claim.Outcome) {
 	t.Helper()
-	if _, err := s.Finish(ctx, id, Attempt{Status: 201, Outcome: out, Called: true}); err != nil {
+	if _, err := s.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: out, Called: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -98,36 +97,5 @@ func TestParseAge(t *testing.T) {
 		if got, err := ParseAge(in); err == nil {
 			t.Errorf("ParseAge(%q) = %v, want an error", in, got)
 		}
-	}
-}
-
-// TestPostgresPruneSkipsHeldClaim: on PostgreSQL a record whose claim lock
-// another session holds (a consumer's Begin reading it at that moment) is
-// left for the next run, then pruned once the lock is free.
-func TestPostgresPruneSkipsHeldClaim(t *testing.T) {
-	loc := pgtestNew(t)
-	s := openStore(t, loc, Options{})
-	finish(t, s, "held", OutDelivered)
-	finish(t, s, "free", OutDelivered)
-	c, err := pgx.Connect(ctx, loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock($1)`, claimLockKey("held")); err != nil {
-		t.Fatal(err)
-	}
-	cutoff := time.Now().Add(time.Hour)
-	if n, err := s.Prune(ctx, cutoff, 10); err != nil || n != 1 {
-		t.Fatalf("Prune with one claim locked: %d %v, want 1", n, err)
-	}
-	if _, found, _ := s.Get(ctx, "held"); !found {
-		t.Fatal("the locked claim's record was pruned")
-	}
-	if _, err := c.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := s.Prune(ctx, cutoff, 10); err != nil || n != 1 {
-		t.Fatalf("Prune after the unlock: %d %v, want 1", n, err)
 	}
 }

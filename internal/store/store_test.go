@@ -2,16 +2,22 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"os"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"eaimq/internal/claim"
 	"eaimq/internal/pgtest"
 	"eaimq/internal/redact"
+	"eaimq/internal/store/postgres"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The behaviour of a store is one, whichever backend keeps it: every test
@@ -32,40 +38,81 @@ type backend struct {
 	setVersion func(t *testing.T, s Store, v int)
 }
 
+// Each backend's lose and setVersion work from outside the store, as
+// another process (or an operator) would: through a connection of their
+// own to the same file or database.
 var backends = []backend{
 	{
 		name:     "sqlite",
 		location: func(t *testing.T) string { return filepath.Join(t.TempDir(), "processed.db") },
 		lose: func(t *testing.T, s Store, id string) {
 			t.Helper()
-			if _, err := s.(*SQLite).db.Exec(`UPDATE claims SET lease_until = 0 WHERE message_id = ?`, id); err != nil {
-				t.Fatal(err)
-			}
+			sqliteExec(t, s, `UPDATE claims SET lease_until = 0 WHERE message_id = ?`, id)
 		},
 		setVersion: func(t *testing.T, s Store, v int) {
 			t.Helper()
-			if _, err := s.(*SQLite).db.Exec(fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
-				t.Fatal(err)
-			}
+			sqliteExec(t, s, fmt.Sprintf("PRAGMA user_version = %d", v))
 		},
 	},
 	{
 		name:     "postgres",
-		location: pgtestNew,
+		location: func(t *testing.T) string { return pgtest.New(t) },
 		lose: func(t *testing.T, s Store, id string) {
 			t.Helper()
-			terminateHolder(t, s.(*Postgres), id)
+			terminateHolder(t, s.Path(), id)
 		},
 		setVersion: func(t *testing.T, s Store, v int) {
 			t.Helper()
-			if _, err := s.(*Postgres).pool.Exec(ctx, `UPDATE eaimq_schema SET version = $1`, v); err != nil {
-				t.Fatal(err)
-			}
+			pgExec(t, s.Path(), `UPDATE eaimq_schema SET version = $1`, v)
 		},
 	},
 }
 
-func pgtestNew(t *testing.T) string { return pgtest.New(t) }
+// sqliteExec runs q on s's file through a connection of its own.
+func sqliteExec(t *testing.T, s Store, q string, args ...any) {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+s.Path()+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(q, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pgExec runs q on the database at loc through a connection of its own.
+func pgExec(t *testing.T, loc, q string, args ...any) {
+	t.Helper()
+	c, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, q, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// terminateHolder ends the session that holds the claim on id (the one
+// holding its advisory lock), from another connection, as an operator (or
+// a dead network) would, and returns when that backend has exited.
+func terminateHolder(t *testing.T, loc, id string) {
+	t.Helper()
+	c, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	key := uint64(postgres.LockKey(id))
+	var ok bool
+	err = c.QueryRow(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1`,
+		int64(key>>32), int64(key&0xffffffff)).Scan(&ok)
+	if err != nil || !ok {
+		t.Fatalf("terminate the holder of %s: %v %v", id, ok, err)
+	}
+}
 
 // forEachBackend runs f as a subtest for each backend.
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
@@ -97,72 +144,72 @@ func TestDedupLifecycle(t *testing.T) {
 		loc := be.location(t)
 		s := openStore(t, loc, Options{})
 		b, err := s.Begin(ctx, "g1", "C-1", true, time.Minute)
-		if err != nil || b.Result != Acquired || b.Failures != 0 {
+		if err != nil || b.Result != claim.Acquired || b.Failures != 0 {
 			t.Fatalf("first Begin: %+v %v", b, err)
 		}
 		// A transient failure, then the redelivered copy sees it.
-		if out, err := s.Finish(ctx, "g1", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil || out != OutRetry {
+		if out, err := s.Finish(ctx, "g1", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil || out != claim.OutRetry {
 			t.Fatal(out, err)
 		}
-		if b, err := s.Begin(ctx, "g1", "", false, time.Minute); err != nil || b.Result != Acquired || b.Failures != 1 {
+		if b, err := s.Begin(ctx, "g1", "", false, time.Minute); err != nil || b.Result != claim.Acquired || b.Failures != 1 {
 			t.Fatalf("redelivered Begin: %+v %v, want acquired with 1 failure", b, err)
 		}
 		// A fresh copy of the same id starts over; the holder may take
 		// its own claim again.
-		if b, err := s.Begin(ctx, "g1", "", true, time.Minute); err != nil || b.Result != Acquired || b.Failures != 0 {
+		if b, err := s.Begin(ctx, "g1", "", true, time.Minute); err != nil || b.Result != claim.Acquired || b.Failures != 0 {
 			t.Fatalf("fresh Begin: %+v %v, want acquired with 0 failures", b, err)
 		}
-		if out, err := s.Finish(ctx, "g1", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
+		if out, err := s.Finish(ctx, "g1", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
 			t.Fatal(out, err)
 		}
-		if b, _ := s.Begin(ctx, "g1", "", true, time.Minute); b.Result != Done {
+		if b, _ := s.Begin(ctx, "g1", "", true, time.Minute); b.Result != claim.Done {
 			t.Fatalf("after ack: %v, want done", b.Result)
 		}
 		s.Close()
 		// The record survives a restart.
 		s2 := openStore(t, loc, Options{})
-		if b, _ := s2.Begin(ctx, "g1", "", true, time.Minute); b.Result != Done {
+		if b, _ := s2.Begin(ctx, "g1", "", true, time.Minute); b.Result != claim.Done {
 			t.Fatalf("after reopen: %v, want done", b.Result)
 		}
 		rec, found, err := s2.Get(ctx, "g1")
 		if err != nil || !found || !rec.Delivered() || rec.Attempts != 2 || rec.ClaimID != "C-1" || rec.LastStatus != 201 ||
-			rec.Outcome != OutDelivered || rec.DoneAt.IsZero() || rec.MessageID != "g1" {
+			rec.Outcome != claim.OutDelivered || rec.DoneAt.IsZero() || rec.MessageID != "g1" {
 			t.Fatalf("record: %+v %v %v", rec, found, err)
 		}
 		as, err := s2.Attempts(ctx, "g1")
 		// The log keeps the failure; the success is told by the record.
-		if err != nil || len(as) != 1 || as[0].Status != 503 || as[0].Outcome != OutRetry || !as[0].Called {
+		if err != nil || len(as) != 1 || as[0].Status != 503 || as[0].Outcome != claim.OutRetry || !as[0].Called {
 			t.Fatalf("attempts: %+v %v", as, err)
 		}
 	})
 }
 
 // TestBusyBetweenHolders: while one holder has a claim in progress another
-// is told Busy; when the first finishes or loses it (SQLite: its lease ran
+// is told claim.Busy; when the first finishes or loses it (SQLite: its lease ran
 // out; PostgreSQL: its session ended), the other takes it.
 func TestBusyBetweenHolders(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be backend) {
 		loc := be.location(t)
 		a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
-		if got, err := a.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != Acquired {
+		if got, err := a.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
 			t.Fatalf("a: %+v %v", got, err)
 		}
 		for range 2 {
-			if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != Busy {
+			if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Busy {
 				t.Fatalf("b: %+v %v, want busy while a holds it", got, err)
 			}
 		}
-		if _, err := a.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil {
+		if _, err := a.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := b.Begin(ctx, "g", "", false, time.Hour); err != nil || got.Result != Acquired || got.Failures != 1 {
+		if got, err := b.Begin(ctx, "g", "", false, time.Hour); err != nil || got.Result != claim.Acquired || got.Failures != 1 {
 			t.Fatalf("b after a finished: %+v %v, want acquired with a's failure", got, err)
 		}
-		if got, _ := a.Begin(ctx, "g", "", true, time.Hour); got.Result != Busy {
+		if got, _ := a.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Busy {
 			t.Fatalf("a: %v, want busy while b holds it", got.Result)
 		}
 		be.lose(t, b, "g")
-		if got, err := a.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != Acquired {
+		if got, err := a.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
 			t.Fatalf("a after b lost it: %+v %v, want acquired", got, err)
 		}
 	})
@@ -187,7 +234,7 @@ func TestOneWinnerUnderConcurrency(t *testing.T) {
 					if err != nil {
 						t.Error(err)
 					}
-					if got.Result == Acquired {
+					if got.Result == claim.Acquired {
 						won[i%2].Add(1)
 					}
 				}()
@@ -202,7 +249,7 @@ func TestOneWinnerUnderConcurrency(t *testing.T) {
 			if winners != 1 {
 				t.Fatalf("round %d: %d stores acquired it (%d, %d)", round, winners, won[0].Load(), won[1].Load())
 			}
-			if _, err := stores[winner].Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
+			if _, err := stores[winner].Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -232,35 +279,35 @@ func TestLateHolderCannotOverwrite(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be backend) {
 		loc := be.location(t)
 		late, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
-		if b, _ := late.Begin(ctx, "g", "", true, time.Hour); b.Result != Acquired {
+		if b, _ := late.Begin(ctx, "g", "", true, time.Hour); b.Result != claim.Acquired {
 			t.Fatal("late did not acquire")
 		}
 		be.lose(t, late, "g")
-		if b, _ := other.Begin(ctx, "g", "", true, time.Hour); b.Result != Acquired {
+		if b, _ := other.Begin(ctx, "g", "", true, time.Hour); b.Result != claim.Acquired {
 			t.Fatalf("other: %v", b.Result)
 		}
 		// The late holder fails while the other holds it: it records its
 		// call, not a state.
-		if out, err := late.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil || out != OutRetry {
+		if out, err := late.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil || out != claim.OutRetry {
 			t.Fatal(out, err)
 		}
 		rec, _, _ := other.Get(ctx, "g")
 		if rec.State != "inflight" || rec.Attempts != 1 {
 			t.Fatalf("a late failure released another holder's claim: %+v", rec)
 		}
-		if out, _ := other.Finish(ctx, "g", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); out != OutDelivered {
+		if out, _ := other.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); out != claim.OutDelivered {
 			t.Fatalf("other: %v", out)
 		}
-		out, err := late.Finish(ctx, "g", Attempt{Status: 0, Error: "timeout", Outcome: OutFailed, Detail: "x", Called: true})
-		if err != nil || out != OutDuplicate {
+		out, err := late.Finish(ctx, "g", claim.Attempt{Status: 0, Error: "timeout", Outcome: claim.OutFailed, Detail: "x", Called: true})
+		if err != nil || out != claim.OutDuplicate {
 			t.Fatalf("late finish after done: %v %v, want the duplicate outcome", out, err)
 		}
 		rec, _, _ = other.Get(ctx, "g")
-		if !rec.Delivered() || rec.Outcome != OutDelivered || rec.Attempts != 3 {
+		if !rec.Delivered() || rec.Outcome != claim.OutDelivered || rec.Attempts != 3 {
 			t.Fatalf("the done record was overwritten: %+v", rec)
 		}
 		as, _ := other.Attempts(ctx, "g")
-		if len(as) != 2 || as[0].Outcome != OutRetry || as[1].Outcome != OutDuplicate {
+		if len(as) != 2 || as[0].Outcome != claim.OutRetry || as[1].Outcome != claim.OutDuplicate {
 			t.Fatalf("attempts: %+v, want the late failure and the duplicate", as)
 		}
 	})
@@ -276,16 +323,16 @@ func TestLateAcceptanceIsRecorded(t *testing.T) {
 		late, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
 		late.Begin(ctx, "g", "", true, time.Hour)
 		be.lose(t, late, "g")
-		if b, _ := other.Begin(ctx, "g", "", true, time.Hour); b.Result != Acquired {
+		if b, _ := other.Begin(ctx, "g", "", true, time.Hour); b.Result != claim.Acquired {
 			t.Fatalf("other: %v", b.Result)
 		}
-		if out, err := late.Finish(ctx, "g", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
+		if out, err := late.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
 			t.Fatalf("late acceptance: %v %v", out, err)
 		}
-		if out, err := other.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil || out != OutDuplicate {
+		if out, err := other.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil || out != claim.OutDuplicate {
 			t.Fatalf("other after the late acceptance: %v %v, want duplicate", out, err)
 		}
-		if b, _ := other.Begin(ctx, "g", "", false, time.Hour); b.Result != Done {
+		if b, _ := other.Begin(ctx, "g", "", false, time.Hour); b.Result != claim.Done {
 			t.Fatalf("next copy: %v, want done", b.Result)
 		}
 	})
@@ -299,14 +346,14 @@ func TestRedeliveredDeadIsNotTriedAgain(t *testing.T) {
 		loc := be.location(t)
 		s, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
 		s.Begin(ctx, "g", "", true, time.Minute)
-		if _, err := s.Finish(ctx, "g", Attempt{Status: 422, Outcome: OutRejected, Detail: "rejected by the claim system", Called: true}); err != nil {
+		if _, err := s.Finish(ctx, "g", claim.Attempt{Status: 422, Outcome: claim.OutRejected, Detail: "rejected by the claim system", Called: true}); err != nil {
 			t.Fatal(err)
 		}
-		if b, _ := s.Begin(ctx, "g", "", false, time.Minute); b.Result != DeadBefore || b.Prior != OutRejected {
+		if b, _ := s.Begin(ctx, "g", "", false, time.Minute); b.Result != claim.DeadBefore || b.Prior != claim.OutRejected {
 			t.Fatalf("redelivered: %+v, want dead before with the recorded reason", b)
 		}
-		// DeadBefore holds nothing: another holder's fresh copy is tried.
-		if b, _ := other.Begin(ctx, "g", "", true, time.Minute); b.Result != Acquired {
+		// claim.DeadBefore holds nothing: another holder's fresh copy is tried.
+		if b, _ := other.Begin(ctx, "g", "", true, time.Minute); b.Result != claim.Acquired {
 			t.Fatalf("fresh: %+v, want acquired", b)
 		}
 	})
@@ -319,10 +366,10 @@ func TestDoneHoldsNothing(t *testing.T) {
 		loc := be.location(t)
 		a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
 		a.Begin(ctx, "g", "", true, time.Minute)
-		a.Finish(ctx, "g", Attempt{Status: 201, Outcome: OutDelivered, Called: true})
+		a.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true})
 		for range 3 {
 			for _, s := range []Store{a, b} {
-				if got, err := s.Begin(ctx, "g", "", true, time.Minute); err != nil || got.Result != Done {
+				if got, err := s.Begin(ctx, "g", "", true, time.Minute); err != nil || got.Result != claim.Done {
 					t.Fatalf("%+v %v, want done", got, err)
 				}
 			}
@@ -344,19 +391,19 @@ func TestReadAPI(t *testing.T) {
 			t.Fatalf("Attempts of an unknown id: %v %v", as, err)
 		}
 		for _, id := range []string{"plain", "a\x00b", "\xff\xfe", `\x41`, "sha256:0011"} {
-			detail := OutUnsendable.Describe(0, 0)
+			detail := claim.OutUnsendable.Describe(0, 0)
 			at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-			out, err := s.Finish(ctx, id, Attempt{At: at, Redelivered: true, Outcome: OutUnsendable, Detail: detail, Error: "bad \xe3\x81 byte\x00"})
-			if err != nil || out != OutUnsendable {
+			out, err := s.Finish(ctx, id, claim.Attempt{At: at, Redelivered: true, Outcome: claim.OutUnsendable, Detail: detail, Error: "bad \xe3\x81 byte\x00"})
+			if err != nil || out != claim.OutUnsendable {
 				t.Fatalf("%q: %v %v", id, out, err)
 			}
 			rec, found, err := s.Get(ctx, id)
-			if err != nil || !found || rec.MessageID != id || rec.State != "dead" || rec.Outcome != OutUnsendable ||
+			if err != nil || !found || rec.MessageID != id || rec.State != "dead" || rec.Outcome != claim.OutUnsendable ||
 				rec.DeadReason != detail || rec.Attempts != 0 || rec.LastError == "" || rec.UpdatedAt.IsZero() {
 				t.Fatalf("%q: %+v %v %v", id, rec, found, err)
 			}
 			as, err := s.Attempts(ctx, id)
-			if err != nil || len(as) != 1 || as[0].Outcome != OutUnsendable || !as[0].Redelivered || !as[0].At.Equal(at) {
+			if err != nil || len(as) != 1 || as[0].Outcome != claim.OutUnsendable || !as[0].Redelivered || !as[0].At.Equal(at) {
 				t.Fatalf("%q attempts: %+v %v", id, as, err)
 			}
 		}
@@ -365,9 +412,9 @@ func TestReadAPI(t *testing.T) {
 			t.Fatal("`\\xfffe` found: another id's record was taken for it")
 		}
 		s.Begin(ctx, "r", "C-9", true, time.Minute)
-		s.Finish(ctx, "r", Attempt{Status: 422, Error: "docs missing", Outcome: OutRejected, Detail: "rejected by the claim system", Latency: 25 * time.Millisecond, Called: true})
+		s.Finish(ctx, "r", claim.Attempt{Status: 422, Error: "docs missing", Outcome: claim.OutRejected, Detail: "rejected by the claim system", Latency: 25 * time.Millisecond, Called: true})
 		rec, _, _ := s.Get(ctx, "r")
-		if rec.ClaimID != "C-9" || rec.LastStatus != 422 || rec.LastError != "docs missing" || rec.Outcome != OutRejected || rec.Attempts != 1 || !rec.DoneAt.IsZero() {
+		if rec.ClaimID != "C-9" || rec.LastStatus != 422 || rec.LastError != "docs missing" || rec.Outcome != claim.OutRejected || rec.Attempts != 1 || !rec.DoneAt.IsZero() {
 			t.Fatalf("rejected record: %+v", rec)
 		}
 		as, _ := s.Attempts(ctx, "r")
@@ -387,9 +434,9 @@ func TestReadOnly(t *testing.T) {
 			t.Fatal("read-only open of a store never written succeeded")
 		}
 		w := openStore(t, loc, Options{})
-		w.Finish(ctx, "g", Attempt{Outcome: OutNoID, Detail: ReasonNoID})
+		w.Finish(ctx, "g", claim.Attempt{Outcome: claim.OutNoID, Detail: claim.ReasonNoID})
 		r := openStore(t, loc, Options{ReadOnly: true})
-		if rec, found, err := r.Get(ctx, "g"); err != nil || !found || rec.Outcome != OutNoID {
+		if rec, found, err := r.Get(ctx, "g"); err != nil || !found || rec.Outcome != claim.OutNoID {
 			t.Fatalf("read-only Get: %+v %v %v", rec, found, err)
 		}
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -419,10 +466,21 @@ func TestPathNamesTheStore(t *testing.T) {
 	})
 }
 
-func TestMain(m *testing.M) {
-	if os.Getenv(envHelper) != "" {
-		holdClaimAndWait()
-		return
+func withPassword(t *testing.T, loc, pw string) string {
+	t.Helper()
+	u, err := url.Parse(loc)
+	if err != nil {
+		t.Fatal(err)
 	}
-	os.Exit(m.Run())
+	u.User = url.UserPassword(u.User.Username(), pw)
+	return u.String()
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, x := range subs {
+		if strings.Contains(s, x) {
+			return true
+		}
+	}
+	return false
 }

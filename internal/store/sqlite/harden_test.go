@@ -1,7 +1,8 @@
-package store
+package sqlite
 
 import (
 	"database/sql"
+	"eaimq/internal/claim"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,7 @@ func TestSymlinkedPath(t *testing.T) {
 		if _, err := s.Begin(ctx, "g", "", true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Finish(ctx, "g", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
+		if _, err := s.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
 			t.Fatalf("dangling=%v: a durable record through a symlink: %v", dangling, err)
 		}
 		if s.Path() != link {
@@ -85,11 +86,11 @@ func TestAdoptsTheLabsFile(t *testing.T) {
 	db.Close()
 	s := open(t, path, Options{})
 	for _, id := range []string{"lab-1", "lab-2"} {
-		if b, err := s.Begin(ctx, id, "", true, time.Minute); err != nil || b.Result != Done {
+		if b, err := s.Begin(ctx, id, "", true, time.Minute); err != nil || b.Result != claim.Done {
 			t.Errorf("%s: %+v %v, want done (the lab delivered it)", id, b, err)
 		}
 	}
-	if b, _ := s.Begin(ctx, "new-1", "", true, time.Minute); b.Result != Acquired {
+	if b, _ := s.Begin(ctx, "new-1", "", true, time.Minute); b.Result != claim.Acquired {
 		t.Errorf("a new id: %v", b.Result)
 	}
 	var n int
@@ -99,7 +100,7 @@ func TestAdoptsTheLabsFile(t *testing.T) {
 	s.Close()
 	// Open again: nothing to migrate, still the same.
 	s = open(t, path, Options{})
-	if b, _ := s.Begin(ctx, "lab-2", "", true, time.Minute); b.Result != Done {
+	if b, _ := s.Begin(ctx, "lab-2", "", true, time.Minute); b.Result != claim.Done {
 		t.Errorf("after reopen: %v", b.Result)
 	}
 }
@@ -133,14 +134,14 @@ func TestMigratesVersion1(t *testing.T) {
 	tx.Commit()
 	db.Close()
 	s := open(t, path, Options{})
-	for id, want := range map[string]Outcome{"r": OutRejected, "t": OutFailed, "n": OutNoID, "d": OutDelivered, "f": OutRetry} {
+	for id, want := range map[string]claim.Outcome{"r": claim.OutRejected, "t": claim.OutFailed, "n": claim.OutNoID, "d": claim.OutDelivered, "f": claim.OutRetry} {
 		rec, _, err := s.Get(ctx, id)
 		if err != nil || rec.Outcome != want {
 			t.Errorf("%s: %+v %v, want %v", id, rec.Outcome, err, want)
 		}
 	}
 	as, _ := s.Attempts(ctx, "r")
-	if len(as) != 1 || as[0].Outcome != OutRejected {
+	if len(as) != 1 || as[0].Outcome != claim.OutRejected {
 		t.Errorf("attempts of r: %+v", as)
 	}
 }

@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"context"
+	"eaimq/internal/claim"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,11 +11,21 @@ import (
 )
 
 // SQLite-only tests: the file itself, the lease, the dead process on this
-// host. (harden_test.go has the file-system cases.)
+// host. (harden_test.go has the file-system cases; the behaviour both
+// backends share is tested in package store.)
 
-func open(t *testing.T, path string, o Options) *SQLite {
+var ctx = context.Background()
+
+// Two holders in two processes: owners on another host, so that the store
+// never takes either for a dead process of this one.
+var (
+	holderA = Options{Owner: "elsewhere:1:1"}
+	holderB = Options{Owner: "elsewhere:2:2"}
+)
+
+func open(t *testing.T, path string, o Options) *Store {
 	t.Helper()
-	s, err := OpenSQLite(path, o)
+	s, err := Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +42,7 @@ func TestSQLiteFile(t *testing.T) {
 		t.Fatalf("file mode: %v %v", fi.Mode(), err)
 	}
 	s.Begin(ctx, "g1", "C-1", true, time.Minute)
-	s.Finish(ctx, "g1", Attempt{Status: 201, Outcome: OutDelivered, Called: true})
+	s.Finish(ctx, "g1", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true})
 	s.Begin(ctx, "g2", "C-2", true, time.Minute)
 	var n int
 	if err := s.db.QueryRow(`SELECT count(*) FROM processed`).Scan(&n); err != nil || n != 1 {
@@ -44,10 +56,10 @@ func TestSQLiteLeaseRunsOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.db")
 	a := open(t, path, Options{Owner: "elsewhere:1:1"})
 	b := open(t, path, Options{})
-	if got, _ := a.Begin(ctx, "g", "", true, 300*time.Millisecond); got.Result != Acquired {
+	if got, _ := a.Begin(ctx, "g", "", true, 300*time.Millisecond); got.Result != claim.Acquired {
 		t.Fatal("a did not acquire")
 	}
-	if got, _ := b.Begin(ctx, "g", "", true, time.Minute); got.Result != Busy {
+	if got, _ := b.Begin(ctx, "g", "", true, time.Minute); got.Result != claim.Busy {
 		t.Fatalf("b: %v, want busy while a's lease runs", got.Result)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -56,7 +68,7 @@ func TestSQLiteLeaseRunsOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Result == Acquired {
+		if got.Result == claim.Acquired {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -73,7 +85,7 @@ func TestDeadOwnerOnThisHostIsTakenAtOnce(t *testing.T) {
 	a := open(t, path, Options{Owner: fmt.Sprintf("%s:1:x", host)})
 	b := open(t, path, Options{})
 	a.Begin(ctx, "g", "", true, time.Hour)
-	if got, _ := b.Begin(ctx, "g", "", true, time.Hour); got.Result != Acquired {
+	if got, _ := b.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Acquired {
 		t.Fatalf("b: %v, want acquired: the owner no longer runs", got.Result)
 	}
 }

@@ -1,13 +1,14 @@
-package store
+package sqlite
 
 import (
+	"eaimq/internal/claim"
 	"path/filepath"
 	"testing"
 	"time"
 )
 
 // rows counts the claims rows in the file, read apart from the store.
-func rows(t *testing.T, s *SQLite) int {
+func rows(t *testing.T, s *Store) int {
 	t.Helper()
 	var n int
 	if err := s.reads.db.QueryRow(`SELECT count(*) FROM claims`).Scan(&n); err != nil {
@@ -19,7 +20,7 @@ func rows(t *testing.T, s *SQLite) int {
 // TestSoloThenShared: a store alone on its file is solo: a claim in
 // progress is no row, and its record is one. When a second store opens the
 // file, the first writes down the claims it holds before the second's Open
-// returns, so the second is told Busy for them at once, and both then work
+// returns, so the second is told claim.Busy for them at once, and both then work
 // as sharers: a third store never turns solo beside them.
 func TestSoloThenShared(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.db")
@@ -27,7 +28,7 @@ func TestSoloThenShared(t *testing.T) {
 	if !a.isSolo() {
 		t.Fatal("a store alone on its file is not solo")
 	}
-	if b, err := a.Begin(ctx, "held", "C-1", true, time.Hour); err != nil || b.Result != Acquired {
+	if b, err := a.Begin(ctx, "held", "C-1", true, time.Hour); err != nil || b.Result != claim.Acquired {
 		t.Fatalf("begin: %+v %v", b, err)
 	}
 	if n := rows(t, a); n != 0 {
@@ -36,7 +37,7 @@ func TestSoloThenShared(t *testing.T) {
 	if rec, found, err := a.Get(ctx, "held"); err != nil || !found || rec.State != "inflight" || rec.ClaimID != "C-1" {
 		t.Fatalf("Get of a claim held in memory: %+v %v %v", rec, found, err)
 	}
-	if out, err := a.Finish(ctx, "done-1", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
+	if out, err := a.Finish(ctx, "done-1", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
 		t.Fatal(out, err)
 	}
 	if n := rows(t, a); n != 1 {
@@ -47,13 +48,13 @@ func TestSoloThenShared(t *testing.T) {
 	if a.isSolo() || b.isSolo() {
 		t.Fatalf("solo after a second store opened: a %v, b %v", a.isSolo(), b.isSolo())
 	}
-	if got, err := b.Begin(ctx, "held", "", true, time.Hour); err != nil || got.Result != Busy {
+	if got, err := b.Begin(ctx, "held", "", true, time.Hour); err != nil || got.Result != claim.Busy {
 		t.Fatalf("b on a's claim: %+v %v, want busy: a wrote it down before b's Open returned", got, err)
 	}
-	if out, err := a.Finish(ctx, "held", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
+	if out, err := a.Finish(ctx, "held", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
 		t.Fatal(out, err)
 	}
-	if got, _ := b.Begin(ctx, "held", "", false, time.Hour); got.Result != Done {
+	if got, _ := b.Begin(ctx, "held", "", false, time.Hour); got.Result != claim.Done {
 		t.Fatalf("b after a delivered it: %v, want done", got.Result)
 	}
 	rec, _, _ := b.Get(ctx, "held")
@@ -61,10 +62,10 @@ func TestSoloThenShared(t *testing.T) {
 		t.Fatalf("the record of a claim begun solo and finished shared: %+v", rec)
 	}
 	// a is a sharer now: its claims are rows again.
-	if got, _ := a.Begin(ctx, "later", "", true, time.Hour); got.Result != Acquired {
+	if got, _ := a.Begin(ctx, "later", "", true, time.Hour); got.Result != claim.Acquired {
 		t.Fatal("a could not begin")
 	}
-	if got, _ := b.Begin(ctx, "later", "", true, time.Hour); got.Result != Busy {
+	if got, _ := b.Begin(ctx, "later", "", true, time.Hour); got.Result != claim.Busy {
 		t.Fatalf("b on a's new claim: %v, want busy", got.Result)
 	}
 	b.Close()
@@ -84,29 +85,29 @@ func TestSoloRecord(t *testing.T) {
 		t.Fatal("not solo")
 	}
 	s.Begin(ctx, "g", "C-g", true, time.Minute)
-	if out, _ := s.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutRetry, Called: true}); out != OutRetry {
+	if out, _ := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); out != claim.OutRetry {
 		t.Fatal(out)
 	}
 	if b, _ := s.Begin(ctx, "g", "", false, time.Minute); b.Failures != 1 {
 		t.Fatalf("redelivered: %+v, want 1 failure", b)
 	}
-	if out, _ := s.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutFailed, Detail: "failed twice", Called: true}); out != OutFailed {
+	if out, _ := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutFailed, Detail: "failed twice", Called: true}); out != claim.OutFailed {
 		t.Fatal(out)
 	}
 	rec, _, _ := s.Get(ctx, "g")
-	if rec.State != "dead" || rec.Failures != 1 || rec.Attempts != 2 || rec.ClaimID != "C-g" || rec.DeadReason != "failed twice" || rec.Outcome != OutFailed {
+	if rec.State != "dead" || rec.Failures != 1 || rec.Attempts != 2 || rec.ClaimID != "C-g" || rec.DeadReason != "failed twice" || rec.Outcome != claim.OutFailed {
 		t.Fatalf("record: %+v", rec)
 	}
-	if b, _ := s.Begin(ctx, "g", "", false, time.Minute); b.Result != DeadBefore || b.Prior != OutFailed {
+	if b, _ := s.Begin(ctx, "g", "", false, time.Minute); b.Result != claim.DeadBefore || b.Prior != claim.OutFailed {
 		t.Fatalf("redelivered dead letter: %+v", b)
 	}
-	if b, _ := s.Begin(ctx, "g", "", true, time.Minute); b.Result != Acquired || b.Failures != 0 {
+	if b, _ := s.Begin(ctx, "g", "", true, time.Minute); b.Result != claim.Acquired || b.Failures != 0 {
 		t.Fatalf("fresh copy of a dead letter: %+v", b)
 	}
-	if out, _ := s.Finish(ctx, "g", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); out != OutDelivered {
+	if out, _ := s.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); out != claim.OutDelivered {
 		t.Fatal(out)
 	}
-	if out, _ := s.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutRetry, Called: true}); out != OutDuplicate {
+	if out, _ := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); out != claim.OutDuplicate {
 		t.Fatalf("a late failure after done: %v, want the duplicate outcome", out)
 	}
 	rec, _, _ = s.Get(ctx, "g")

@@ -1,9 +1,9 @@
-package store
+package postgres
 
 import (
 	"bufio"
+	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,14 +14,35 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"eaimq/internal/claim"
 	"eaimq/internal/pgtest"
 )
 
 // PostgreSQL-only tests: the lock that lives with the holder's session,
-// the pool, the migration lock, the URL in messages.
+// the pool, the migration lock. (The behaviour both backends share is
+// tested in package store.)
+
+var ctx = context.Background()
+
+// Two holders in two processes, as in package store's tests.
+var (
+	holderA = Options{Owner: "elsewhere:1:1"}
+	holderB = Options{Owner: "elsewhere:2:2"}
+)
+
+// openStore opens the store at loc and closes it when the test ends.
+func openStore(t *testing.T, loc string, o Options) *Store {
+	t.Helper()
+	s, err := Open(loc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
 
 // heldConnPID is the backend pid of the session holding s's claim on id.
-func heldConnPID(t *testing.T, s *Postgres, id string) uint32 {
+func heldConnPID(t *testing.T, s *Store, id string) uint32 {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -35,7 +56,7 @@ func heldConnPID(t *testing.T, s *Postgres, id string) uint32 {
 // terminateHolder ends the session that holds s's claim on id, from
 // another connection, as an operator (or a dead network) would, and
 // returns when that backend has exited.
-func terminateHolder(t *testing.T, s *Postgres, id string) {
+func terminateHolder(t *testing.T, s *Store, id string) {
 	t.Helper()
 	pid := heldConnPID(t, s, id)
 	var ok bool
@@ -51,29 +72,29 @@ func terminateHolder(t *testing.T, s *Postgres, id string) {
 func TestPostgresDeadSessionReleasesAtOnce(t *testing.T) {
 	loc := pgtest.New(t)
 	a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
-	if got, _ := a.Begin(ctx, "g", "", true, time.Hour); got.Result != Acquired {
+	if got, _ := a.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Acquired {
 		t.Fatal("a did not acquire")
 	}
-	if got, _ := b.Begin(ctx, "g", "", true, time.Hour); got.Result != Busy {
+	if got, _ := b.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Busy {
 		t.Fatalf("b: %v, want busy", got.Result)
 	}
-	terminateHolder(t, a.(*Postgres), "g")
-	if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != Acquired {
+	terminateHolder(t, a, "g")
+	if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
 		t.Fatalf("b right after a's session ended: %+v %v, want acquired", got, err)
 	}
-	if out, err := a.Finish(ctx, "g", Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil || out != OutDelivered {
+	if out, err := a.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
 		t.Fatalf("a's acceptance after its session ended: %v %v", out, err)
 	}
-	if out, err := b.Finish(ctx, "g", Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil || out != OutDuplicate {
+	if out, err := b.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil || out != claim.OutDuplicate {
 		t.Fatalf("b: %v %v, want duplicate", out, err)
 	}
 	// Nothing leaked: a takes and releases new claims as before.
 	for i := range 10 {
 		id := fmt.Sprint("n", i)
-		if got, err := a.Begin(ctx, id, "", true, time.Hour); err != nil || got.Result != Acquired {
+		if got, err := a.Begin(ctx, id, "", true, time.Hour); err != nil || got.Result != claim.Acquired {
 			t.Fatalf("%s: %+v %v", id, got, err)
 		}
-		if _, err := a.Finish(ctx, id, Attempt{Status: 201, Outcome: OutDelivered, Called: true}); err != nil {
+		if _, err := a.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -88,13 +109,13 @@ const (
 // holdClaimAndWait is the helper process of TestPostgresKilledHolder: it
 // takes a claim, says so, and waits to be killed.
 func holdClaimAndWait() {
-	s, err := OpenPostgres(os.Getenv(envHelper), Options{})
+	s, err := Open(os.Getenv(envHelper), Options{})
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(1)
 	}
 	b, err := s.Begin(ctx, os.Getenv(envHelperID), "", true, time.Hour)
-	if err != nil || b.Result != Acquired {
+	if err != nil || b.Result != claim.Acquired {
 		fmt.Println(b.Result, err)
 		os.Exit(1)
 	}
@@ -124,7 +145,7 @@ func TestPostgresKilledHolder(t *testing.T) {
 	if strings.TrimSpace(line) != helperHolding {
 		t.Fatalf("helper: %q", line)
 	}
-	if got, _ := s.Begin(ctx, "g", "", true, time.Hour); got.Result != Busy {
+	if got, _ := s.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Busy {
 		t.Fatalf("while the helper holds it: %v, want busy", got.Result)
 	}
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL
@@ -139,7 +160,7 @@ func TestPostgresKilledHolder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Result == Acquired {
+		if got.Result == claim.Acquired {
 			t.Logf("acquired %v after the kill", time.Since(killed).Round(time.Millisecond))
 			break
 		}
@@ -156,7 +177,7 @@ func TestPostgresKilledHolder(t *testing.T) {
 func TestPostgresNeverTwoHolders(t *testing.T) {
 	loc := pgtest.New(t)
 	const holders, ids, rounds = 12, 3, 40
-	stores := make([]Store, holders)
+	stores := make([]*Store, holders)
 	for i := range stores {
 		stores[i] = openStore(t, loc, Options{Conns: 1})
 	}
@@ -175,7 +196,7 @@ func TestPostgresNeverTwoHolders(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if got.Result != Acquired {
+				if got.Result != claim.Acquired {
 					busy.Add(1)
 					continue
 				}
@@ -185,7 +206,7 @@ func TestPostgresNeverTwoHolders(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 				inUse[n].Add(-1)
-				if _, err := s.Finish(ctx, id, Attempt{Status: 503, Outcome: OutRetry, Called: true}); err != nil {
+				if _, err := s.Finish(ctx, id, claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -208,7 +229,7 @@ func TestPostgresMigrationByManyOpensAtOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := OpenPostgres(loc, Options{})
+			s, err := Open(loc, Options{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -238,7 +259,7 @@ func TestPostgresCloseReleases(t *testing.T) {
 	a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
 	a.Begin(ctx, "g", "", true, time.Hour)
 	a.Close()
-	if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != Acquired {
+	if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
 		t.Fatalf("after a's Close: %+v %v", got, err)
 	}
 	if _, err := a.Begin(ctx, "h", "", true, time.Hour); err == nil {
@@ -253,21 +274,21 @@ func TestPostgresConns(t *testing.T) {
 	loc := pgtest.New(t)
 	s := openStore(t, loc, Options{Conns: 2})
 	for _, id := range []string{"a", "b"} {
-		if got, err := s.Begin(ctx, id, "", true, time.Hour); err != nil || got.Result != Acquired {
+		if got, err := s.Begin(ctx, id, "", true, time.Hour); err != nil || got.Result != claim.Acquired {
 			t.Fatalf("%s: %+v %v", id, got, err)
 		}
 	}
 	if _, err := s.Begin(ctx, "c", "", true, time.Hour); err == nil || !strings.Contains(err.Error(), "Options.Conns") {
 		t.Fatalf("a third claim: %v, want refused", err)
 	}
-	if _, err := s.Finish(ctx, "x", Attempt{Outcome: OutNoID, Detail: ReasonNoID}); err != nil {
+	if _, err := s.Finish(ctx, "x", claim.Attempt{Outcome: claim.OutNoID, Detail: claim.ReasonNoID}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Get(ctx, "x"); err != nil {
 		t.Fatal(err)
 	}
-	s.Finish(ctx, "a", Attempt{Status: 201, Outcome: OutDelivered, Called: true})
-	if got, err := s.Begin(ctx, "c", "", true, time.Hour); err != nil || got.Result != Acquired {
+	s.Finish(ctx, "a", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true})
+	if got, err := s.Begin(ctx, "c", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
 		t.Fatalf("after a Finish: %+v %v", got, err)
 	}
 }
@@ -276,27 +297,50 @@ func TestPostgresConns(t *testing.T) {
 // connections is refused at Open, not at the Nth claim.
 func TestPostgresConnsBeyondTheServer(t *testing.T) {
 	loc := pgtest.New(t)
-	_, err := OpenPostgres(loc, Options{Conns: 65535})
+	_, err := Open(loc, Options{Conns: 65535})
 	if err == nil || !strings.Contains(err.Error(), "max_connections") {
 		t.Fatalf("Conns 65535: %v, want refused", err)
 	}
 }
 
-func withPassword(t *testing.T, loc, pw string) string {
-	t.Helper()
-	u, err := url.Parse(loc)
+// TestPostgresPruneSkipsHeldClaim: on PostgreSQL a record whose claim lock
+// another session holds (a consumer's Begin reading it at that moment) is
+// left for the next run, then pruned once the lock is free.
+func TestPostgresPruneSkipsHeldClaim(t *testing.T) {
+	loc := pgtest.New(t)
+	s := openStore(t, loc, Options{})
+	for _, id := range []string{"held", "free"} {
+		if _, err := s.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := pgx.Connect(ctx, loc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.User = url.UserPassword(u.User.Username(), pw)
-	return u.String()
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock($1)`, LockKey("held")); err != nil {
+		t.Fatal(err)
+	}
+	cutoff := time.Now().Add(time.Hour)
+	if n, err := s.Prune(ctx, cutoff, 10); err != nil || n != 1 {
+		t.Fatalf("Prune with one claim locked: %d %v, want 1", n, err)
+	}
+	if _, found, _ := s.Get(ctx, "held"); !found {
+		t.Fatal("the locked claim's record was pruned")
+	}
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Prune(ctx, cutoff, 10); err != nil || n != 1 {
+		t.Fatalf("Prune after the unlock: %d %v, want 1", n, err)
+	}
 }
 
-func containsAny(s string, subs ...string) bool {
-	for _, x := range subs {
-		if strings.Contains(s, x) {
-			return true
-		}
+func TestMain(m *testing.M) {
+	if os.Getenv(envHelper) != "" {
+		holdClaimAndWait()
+		return
 	}
-	return false
+	os.Exit(m.Run())
 }

@@ -1,8 +1,9 @@
-package store
+package sqlite
 
 import (
 	"context"
 	"database/sql"
+	"eaimq/internal/claim"
 	"errors"
 	"fmt"
 	"os"
@@ -77,7 +78,7 @@ const joinTimeout = 30 * time.Second
 
 // openSolo takes the store's place in the lock file: solo when it is
 // alone, else a sharer once the solo store (if any) has let go.
-func (s *SQLite) openSolo() error {
+func (s *Store) openSolo() error {
 	f, err := os.OpenFile(s.file+"-lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open the lock file beside it: %w", err)
@@ -120,7 +121,7 @@ func (s *SQLite) openSolo() error {
 }
 
 // watchJoiners leaves solo mode as soon as another store asks to join.
-func (s *SQLite) watchJoiners() {
+func (s *Store) watchJoiners() {
 	defer close(s.solo.stopped)
 	t := time.NewTicker(soloPoll)
 	defer t.Stop()
@@ -144,7 +145,7 @@ func (s *SQLite) watchJoiners() {
 // share writes every claim held in memory as an in-progress row, then
 // turns the exclusive lock into a shared one: from here on this store
 // works as every sharer does.
-func (s *SQLite) share() error {
+func (s *Store) share() error {
 	s.solo.mu.Lock()
 	defer s.solo.mu.Unlock()
 	s.solo.heldMu.Lock()
@@ -175,7 +176,7 @@ func (s *SQLite) share() error {
 }
 
 // closeSolo stops the watcher and releases the lock file.
-func (s *SQLite) closeSolo() {
+func (s *Store) closeSolo() {
 	if s.solo.stop != nil {
 		close(s.solo.stop)
 		<-s.solo.stopped
@@ -187,44 +188,36 @@ func (s *SQLite) closeSolo() {
 
 // soloBegin is Begin in solo mode: it reads the record and holds the claim
 // in memory. ok is false when the store is not solo (any more).
-func (s *SQLite) soloBegin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (b Begun, ok bool, err error) {
+func (s *Store) soloBegin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (b claim.Begun, ok bool, err error) {
 	s.solo.mu.RLock()
 	defer s.solo.mu.RUnlock()
 	if !s.solo.on {
-		return Begun{}, false, nil
+		return claim.Begun{}, false, nil
 	}
 	now := nowMS()
-	var state, owner, reason sql.NullString
-	var leaseUntil sql.NullInt64
-	var fails int
-	err = s.reads.selectClaim.QueryRowContext(ctx, id).Scan(&state, &owner, &leaseUntil, &fails, &reason)
+	// A record in flight for another live holder: only a store that broke
+	// the lock protocol could have written it (one that shares the file
+	// over a network filesystem), and claim.Begin respects it.
+	f, err := s.found(s.reads.selectClaim.QueryRowContext(ctx, id), now)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		fails = 0
+		f = claim.Found{}
 	case err != nil:
-		return Begun{}, true, err
-	case state.String == "done":
-		return Begun{Result: Done}, true, nil
-	case state.String == "dead" && !fresh:
-		return Begun{Result: DeadBefore, Prior: Outcome{Action: DeadLetter, Reason: parseStoredReason(reason.String)}}, true, nil
-	case state.String == "inflight" && owner.String != s.owner && leaseUntil.Int64 > now && !ownerGone(owner.String):
-		// Only a store that broke the lock protocol could have written it
-		// (one that shares the file over a network filesystem): respect it.
-		return Begun{Result: Busy}, true, nil
+		return claim.Begun{}, true, err
 	}
-	if fresh {
-		fails = 0
+	if b = claim.Begin(f, fresh); b.Result != claim.Acquired {
+		return b, true, nil
 	}
 	s.solo.heldMu.Lock()
-	s.solo.held[id] = heldClaim{claimID: claimID, failures: fails, leaseUntil: now + lease.Milliseconds()}
+	s.solo.held[id] = heldClaim{claimID: claimID, failures: b.Failures, leaseUntil: now + lease.Milliseconds()}
 	s.solo.heldMu.Unlock()
-	return Begun{Result: Acquired, Failures: fails}, true, nil
+	return b, true, nil
 }
 
 // soloFinish is Finish in solo mode: the record in one statement, whether
 // the claim was held (Begin) or not (an outcome decided without a call).
 // ok is false when the store is not solo (any more).
-func (s *SQLite) soloFinish(ctx context.Context, id string, a Attempt, state string) (out Outcome, ok bool, err error) {
+func (s *Store) soloFinish(ctx context.Context, id string, a claim.Attempt, state claim.State) (out claim.Outcome, ok bool, err error) {
 	s.solo.mu.RLock()
 	defer s.solo.mu.RUnlock()
 	if !s.solo.on {
@@ -239,26 +232,22 @@ func (s *SQLite) soloFinish(ctx context.Context, id string, a Attempt, state str
 	if held {
 		base, claimID = c.failures, nullable(c.claimID)
 	}
-	f := finishArgs(a, state)
+	called, failed := a.Counts()
 	err = s.write(ctx, true, func(tx *sql.Tx) error {
 		out = a.Outcome
 		now := nowMS()
-		var doneAt any
-		if state == "done" {
-			doneAt = now
-		}
-		r, err := tx.Stmt(s.stmts.upsert).Exec(id, state, claimID, f.called, base, f.failed, a.Status, nullable(a.Error),
-			f.reason, nullable(a.Detail), now, doneAt)
+		r, err := tx.Stmt(s.stmts.upsert).Exec(id, state.String(), claimID, called, base, failed, a.Status, nullable(a.Error),
+			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now))
 		if err != nil {
 			return err
 		}
 		if n, _ := r.RowsAffected(); n == 0 {
 			// Done already (a done record is never overwritten): count
 			// the call.
-			if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, updated_at = ? WHERE message_id = ?`, f.called, now, id); err != nil {
+			if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, updated_at = ? WHERE message_id = ?`, called, now, id); err != nil {
 				return err
 			}
-			out = OutDuplicate
+			out = claim.OutDuplicate
 		}
 		return s.logAttempt(tx, id, a, out)
 	})
@@ -271,7 +260,7 @@ func (s *SQLite) soloFinish(ctx context.Context, id string, a Attempt, state str
 }
 
 // soloHeld reports the claim id holds in memory, for Get.
-func (s *SQLite) soloHeld(id string) (heldClaim, bool) {
+func (s *Store) soloHeld(id string) (heldClaim, bool) {
 	s.solo.mu.RLock()
 	defer s.solo.mu.RUnlock()
 	if !s.solo.on {
@@ -284,7 +273,7 @@ func (s *SQLite) soloHeld(id string) (heldClaim, bool) {
 }
 
 // isSolo reports whether the store is in solo mode now.
-func (s *SQLite) isSolo() bool {
+func (s *Store) isSolo() bool {
 	s.solo.mu.RLock()
 	defer s.solo.mu.RUnlock()
 	return s.solo.on

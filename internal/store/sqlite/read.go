@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 // Get returns the record of id; found is false when there is none.
-func (s *SQLite) Get(ctx context.Context, id string) (rec Record, found bool, err error) {
+func (s *Store) Get(ctx context.Context, id string) (rec claim.Record, found bool, err error) {
 	var claimID, lastErr, dead, reason sql.NullString
 	var lastStatus, doneAt sql.NullInt64
 	var updated int64
@@ -22,23 +22,23 @@ func (s *SQLite) Get(ctx context.Context, id string) (rec Record, found bool, er
 		err = nil
 	}
 	if err != nil {
-		return Record{}, false, err
+		return claim.Record{}, false, err
 	}
 	if c, held := s.soloHeld(id); held {
 		// In progress in this solo store: in memory, not in the file.
 		if !found {
-			rec = Record{MessageID: id, ClaimID: c.claimID, UpdatedAt: time.Now()}
+			rec = claim.Record{MessageID: id, ClaimID: c.claimID, UpdatedAt: time.Now()}
 		}
 		rec.State, rec.Failures = claim.StateInFlight, c.failures
-		rec.Outcome = Outcome{Action: claim.NoAction, Reason: parseStoredReason(reason.String)}
+		rec.Outcome = claim.Outcome{Action: claim.NoAction, Reason: claim.StoredReason(reason.String)}
 		return rec, true, nil
 	}
 	if !found {
-		return Record{}, false, nil
+		return claim.Record{}, false, nil
 	}
 	rec.ClaimID, rec.LastError, rec.DeadReason = claimID.String, lastErr.String, dead.String
 	rec.State = claim.ParseState(state)
-	rec.Outcome = Outcome{Action: rec.State.Action(), Reason: parseStoredReason(reason.String)}
+	rec.Outcome = claim.Outcome{Action: rec.State.Action(), Reason: claim.StoredReason(reason.String)}
 	rec.LastStatus = int(lastStatus.Int64)
 	rec.UpdatedAt = time.UnixMilli(updated)
 	if doneAt.Valid {
@@ -48,29 +48,24 @@ func (s *SQLite) Get(ctx context.Context, id string) (rec Record, found bool, er
 }
 
 // Attempts returns the attempt log of id, oldest first.
-func (s *SQLite) Attempts(ctx context.Context, id string) ([]Attempt, error) {
+func (s *Store) Attempts(ctx context.Context, id string) ([]claim.Attempt, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT at, redelivered, status, COALESCE(error, ''), action, COALESCE(reason, ''), latency_ms
 		FROM attempts WHERE message_id = ? ORDER BY id`, id)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Attempt
+	var out []claim.Attempt
 	for rows.Next() {
-		var a Attempt
+		var a claim.Attempt
 		var at, lat int64
 		var action, reason string
 		if err := rows.Scan(&at, &a.Redelivered, &a.Status, &a.Error, &action, &reason, &lat); err != nil {
 			return nil, err
 		}
-		a.Outcome = Outcome{Action: parseAction(action), Reason: parseStoredReason(reason)}
+		a.Outcome = claim.Outcome{Action: claim.ParseAction(action), Reason: claim.StoredReason(reason)}
 		a.At, a.Latency, a.Called = time.UnixMilli(at), time.Duration(lat)*time.Millisecond, a.Status != 0 || a.Error != ""
 		out = append(out, a)
 	}
 	return out, rows.Err()
 }
-
-// stateAction is the action behind a record's state.
-func stateAction(state string) Action { return claim.ParseState(state).Action() }
-
-func parseAction(s string) Action { return claim.ParseAction(s) }

@@ -1,0 +1,274 @@
+package postgres
+
+import (
+	"context"
+	"eaimq/internal/claim"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Begin takes message id in progress for this store, unless it is done
+// already, dead-lettered before (for a redelivered copy), or held by
+// another session: see the Store interface and Postgres for the lock. The
+// lease is not used.
+func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ time.Duration) (claim.Begun, error) {
+	if s.readOnly {
+		return claim.Begun{}, errReadOnly
+	}
+	c, err := s.turn(ctx, id)
+	if err != nil {
+		return claim.Begun{}, err
+	}
+	defer s.endTurn(id, c)
+
+	if c.conn != nil {
+		// This store holds it already: the lock is its own.
+		b, err := s.take(ctx, c.conn, id, claimID, fresh)
+		switch {
+		case err == nil:
+			if b.Result != claim.Acquired {
+				s.letGo(ctx, c)
+			}
+			return b, nil
+		case !c.conn.Conn().IsClosed():
+			return claim.Begun{}, err
+		}
+		// Its session ended, and the lock with it: take it anew.
+		s.letGo(ctx, c)
+	}
+
+	if err := s.reserve(c); err != nil {
+		return claim.Begun{}, err
+	}
+	for try := 0; ; try++ {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			s.letGo(ctx, c)
+			return claim.Begun{}, err
+		}
+		c.conn = conn
+		var locked bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, LockKey(id)).Scan(&locked); err != nil {
+			// A session that died while idle in the pool: try once more
+			// on another. Any other failure ends the session, so that no
+			// lock it may have taken survives.
+			dead := conn.Conn().IsClosed()
+			closeConn(conn)
+			conn.Release()
+			c.conn = nil
+			if dead && try == 0 {
+				continue
+			}
+			s.letGo(ctx, c)
+			return claim.Begun{}, err
+		}
+		if !locked {
+			conn.Release()
+			c.conn = nil
+			s.letGo(ctx, c)
+			return claim.Begun{Result: claim.Busy}, nil
+		}
+		break
+	}
+	b, err := s.take(ctx, c.conn, id, claimID, fresh)
+	if err != nil {
+		closeConn(c.conn)
+		s.letGo(ctx, c)
+		return claim.Begun{}, err
+	}
+	if b.Result != claim.Acquired {
+		s.letGo(ctx, c)
+	}
+	return b, nil
+}
+
+// take reads and takes the record of id, the lock being held by conn, as
+// claim.Begin decides from what the record says. With the lock held no
+// other holder is in flight with it (HeldElsewhere is false), but a late
+// holder, whose session and lock are gone, may still record its outcome
+// without the lock: the record is taken only as it was read, and read
+// again if it changed meanwhile.
+func (s *Store) take(ctx context.Context, conn *pgxpool.Conn, id, claimID string, fresh bool) (claim.Begun, error) {
+	key := pgKey(id)
+	// The common case, an id never seen, in one statement.
+	tag, err := conn.Exec(ctx, claim.SQL(`INSERT INTO claims (message_id, state, owner, claim_id, updated_at)
+		VALUES ($1, {inflight}, $2, $3, now()) ON CONFLICT (message_id) DO NOTHING`), key, s.owner, pgNullText(claimID))
+	if err != nil {
+		return claim.Begun{}, err
+	}
+	if tag.RowsAffected() == 1 {
+		return claim.Begin(claim.Found{}, fresh), nil
+	}
+	for {
+		var state string
+		var reason *string
+		var f claim.Found
+		if err := conn.QueryRow(ctx, `SELECT state, reason, failures FROM claims WHERE message_id = $1`, key).
+			Scan(&state, &reason, &f.Failures); err != nil {
+			return claim.Begun{}, err
+		}
+		f.State, f.Reason = claim.ParseState(state), claim.StoredReason(deref(reason))
+		b := claim.Begin(f, fresh)
+		if b.Result != claim.Acquired {
+			return b, nil
+		}
+		tag, err := conn.Exec(ctx, claim.SQL(`UPDATE claims SET state = {inflight}, owner = $2, failures = $3,
+			claim_id = COALESCE($4, claim_id), updated_at = now()
+			WHERE message_id = $1 AND state = $5 AND failures = $6`), key, s.owner, b.Failures, pgNullText(claimID), state, f.Failures)
+		if err != nil {
+			return claim.Begun{}, err
+		}
+		if tag.RowsAffected() == 1 {
+			return b, nil
+		}
+	}
+}
+
+// Finish records the outcome of id, durably, then releases the claim if
+// this store holds it; see the Store interface. When the session that held
+// the claim has died before the record's COMMIT was sent, nothing of it was
+// committed, and the record is written through another connection, under
+// the rules for a late holder. When it dies during the COMMIT, whether the
+// record was committed cannot be known: Finish returns the error, and the
+// claim stays held until Close.
+func (s *Store) Finish(ctx context.Context, id string, a claim.Attempt) (claim.Outcome, error) {
+	if a.Outcome.Action.State() == claim.StateNone {
+		return a.Outcome, fmt.Errorf("finish %s: no action decided", id)
+	}
+	if s.readOnly {
+		return a.Outcome, errReadOnly
+	}
+	c, err := s.turn(ctx, id)
+	if err != nil {
+		return a.Outcome, err
+	}
+	defer s.endTurn(id, c)
+
+	var out claim.Outcome
+	retry := true
+	if c.conn != nil {
+		out, retry, err = s.record(ctx, c.conn, id, a)
+		if err == nil {
+			s.letGo(ctx, c)
+			return out, nil
+		}
+		if !c.conn.Conn().IsClosed() {
+			return out, err
+		}
+		// The lock went with the session.
+		s.letGo(ctx, c)
+	}
+	if retry {
+		for try := 0; try < 2; try++ {
+			out, retry, err = s.record(ctx, s.pool, id, a)
+			if err == nil || !retry {
+				break
+			}
+		}
+	}
+	return out, err
+}
+
+// record writes the outcome of id in one transaction through b. retry
+// says nothing was committed and the connection failed, so that writing
+// it again is safe.
+func (s *Store) record(ctx context.Context, b interface {
+	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+}, id string, a claim.Attempt) (out claim.Outcome, retry bool, err error) {
+	out = a.Outcome
+	tx, err := b.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.beginFinish})
+	if err != nil {
+		return out, true, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	out, err = s.recordIn(ctx, tx, id, a)
+	if err != nil {
+		return out, tx.Conn().IsClosed(), err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return out, false, err
+	}
+	return out, false, nil
+}
+
+func (s *Store) recordIn(ctx context.Context, tx pgx.Tx, id string, a claim.Attempt) (claim.Outcome, error) {
+	key := pgKey(id)
+	out, err := s.writeOutcome(ctx, tx, key, a)
+	if err != nil || !a.Logged(out) {
+		// The log keeps what went wrong, as on SQLite.
+		return out, err
+	}
+	at := a.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO attempts (message_id, at, redelivered, status, error, action, reason, latency_ms)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		key, at, a.Redelivered, a.Status, pgNullText(a.Error), out.Action.String(), out.Reason.String(), a.Latency.Milliseconds())
+	return out, err
+}
+
+// writeOutcome writes a's outcome into the record of key, under the rules
+// for a late holder, and returns the outcome as recorded.
+func (s *Store) writeOutcome(ctx context.Context, tx pgx.Tx, key string, a claim.Attempt) (claim.Outcome, error) {
+	state := a.Outcome.Action.State().String()
+	called, failed := a.Counts()
+	reason := a.Outcome.Reason.String()
+	errText, detail := pgNullText(a.Error), pgNullText(a.Detail)
+	// A done record is never overwritten, and a claim another holder has
+	// in progress is not released by a late one, unless this outcome is
+	// the acceptance itself.
+	finish := func() (bool, error) {
+		tag, err := tx.Exec(ctx, claim.SQL(`UPDATE claims SET state = $1, owner = NULL,
+			attempts = attempts + $2, failures = failures + $3, last_status = $4, last_error = $5, reason = $6,
+			dead_reason = CASE WHEN $1 = {dead} THEN $7 ELSE dead_reason END,
+			updated_at = now(), done_at = CASE WHEN $1 = {done} THEN now() ELSE done_at END
+			WHERE message_id = $8 AND state <> {done}
+				AND ($1 = {done} OR state <> {inflight} OR owner IS NULL OR owner = $9)`),
+			state, called, failed, a.Status, errText, reason, detail, key, s.owner)
+		return tag.RowsAffected() == 1, err
+	}
+	for {
+		if ok, err := finish(); err != nil || ok {
+			return a.Outcome, err
+		}
+		// Not written: find out why, with the row locked, so that what we
+		// read stays true until the commit.
+		var cur string
+		err := tx.QueryRow(ctx, `SELECT state FROM claims WHERE message_id = $1 FOR UPDATE`, key).Scan(&cur)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// No Begin (a message without an id, or one that cannot be
+			// sent): keep the record anyway. If another inserts it first,
+			// look again.
+			tag, err := tx.Exec(ctx, claim.SQL(`INSERT INTO claims (message_id, state, attempts, failures, last_status,
+				last_error, reason, dead_reason, updated_at, done_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), CASE WHEN $2 = {done} THEN now() END)
+				ON CONFLICT (message_id) DO NOTHING`),
+				key, state, called, failed, a.Status, errText, reason, detail)
+			if err != nil || tag.RowsAffected() == 1 {
+				return a.Outcome, err
+			}
+			continue
+		}
+		if err != nil {
+			return a.Outcome, err
+		}
+		// Locked now: the same rule, on the row as it is.
+		if ok, err := finish(); err != nil || ok {
+			return a.Outcome, err
+		}
+		// Done already, or held by another holder: count the call, keep
+		// the record.
+		if _, err := tx.Exec(ctx, `UPDATE claims SET attempts = attempts + $1, updated_at = now() WHERE message_id = $2`, called, key); err != nil {
+			return a.Outcome, err
+		}
+		if claim.ParseState(cur) == claim.StateDone {
+			return claim.OutDuplicate, nil
+		}
+		return a.Outcome, nil
+	}
+}

@@ -1,0 +1,213 @@
+// Package sqlite is the dedup store in an SQLite file: the lab's
+// processed.db, by default. It keeps the record of each claim, the attempt
+// log, and (when several consumers share the file) the in-progress rows
+// that keep two of them from calling the partner with one id at once.
+//
+// One goroutine writes (writer.go), committing every waiting request in
+// one transaction and making the durable ones durable with one fdatasync
+// of the WAL. A store alone on its file keeps its claims in progress in
+// memory (solo.go); one that shares it writes them as rows (claims.go).
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+
+	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3"
+
+	"eaimq/internal/claim"
+	"eaimq/internal/linkpath"
+)
+
+// Store is a dedup store in an SQLite file.
+type Store struct {
+	db         *sql.DB
+	path       string // as the user named it (EAI_MQ_DB), for messages
+	file       string // the regular file it resolves to: SQLite's -wal lives beside it
+	owner      string
+	durability string     // the wanted durability of outcome records: full or normal
+	walSync    bool       // fsync the WAL ourselves for durable writes (full, in WAL mode)
+	readOnly   bool       // no writer: Begin and Finish fail
+	wal        *os.File   // the WAL, opened for fsync (walFile)
+	walMu      sync.Mutex // guards wal's opening
+
+	stmts   stmts
+	reads   reads // solo mode's Begin reads outside the writer
+	solo    solo
+	reqs    chan *request
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// Options tune Open.
+type Options struct {
+	// Synchronous is the durability of an outcome record: "full" (the
+	// default) makes every commit survive a power loss before the consumer
+	// acks; "normal" survives a process crash only.
+	Synchronous string
+	// ReadOnly opens an existing file without writing (the dlq tool).
+	ReadOnly bool
+	// Owner overrides this process's name in in-progress claims (tests
+	// stand in for a second process with it); claim.Holder by default.
+	Owner string
+}
+
+// EnvPath names the variable that names the file, for messages.
+const EnvPath = "EAI_MQ_DB"
+
+var (
+	errClosed   = errors.New("dedup store closed")
+	errReadOnly = errors.New("dedup store opened read-only")
+)
+
+// Open opens (creating it, mode 0600, and its directory) the store at
+// path.
+func Open(path string, o Options) (*Store, error) {
+	if o.Synchronous == "" {
+		o.Synchronous = "full"
+	}
+	if o.Synchronous != "full" && o.Synchronous != "normal" {
+		return nil, fmt.Errorf("synchronous must be full or normal, not %q", o.Synchronous)
+	}
+	given := path
+	path, err := resolve(path)
+	if err != nil {
+		return nil, fmt.Errorf("dedup store %s: %w", given, err)
+	}
+	if err := create(path, given, o.ReadOnly); err != nil {
+		return nil, err
+	}
+	dsn := dsnFor(path, o.ReadOnly)
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open dedup store %s: %w", path, err)
+	}
+	// One connection: the writer goroutine owns it, and SQLite allows one
+	// writer at a time anyway.
+	db.SetMaxOpenConns(1)
+	if o.Owner == "" {
+		o.Owner = claim.Holder()
+	}
+	s := &Store{db: db, path: given, file: path, owner: o.Owner, durability: o.Synchronous, readOnly: o.ReadOnly,
+		reqs: make(chan *request, 256), stopped: make(chan struct{})}
+	if err := s.init(o.ReadOnly); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("dedup store %s: %w", given, err)
+	}
+	if o.ReadOnly {
+		close(s.stopped)
+		return s, nil
+	}
+	if err := s.start(dsn); err != nil {
+		return nil, fmt.Errorf("dedup store %s: %w", given, err)
+	}
+	return s, nil
+}
+
+// create makes sure the file exists (a read-only store needs it there
+// already), 0600: SQLite would create it 0644, and it holds claim ids and
+// partner answers.
+func create(path, given string, readOnly bool) error {
+	if readOnly {
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("open dedup store %s: %w", given, err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create directory for %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open dedup store %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func dsnFor(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	q.Set("_txlock", "immediate") // take the write lock at BEGIN: no upgrade deadlocks between processes
+	q.Set("_foreign_keys", "1")
+	mode := "rw"
+	if readOnly {
+		mode = "ro"
+	}
+	q.Set("mode", mode)
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// start prepares the writer's statements and the reads, starts the
+// writer, and takes the store's place in the lock file.
+func (s *Store) start(dsn string) error {
+	if err := s.prepare(); err != nil {
+		s.db.Close()
+		return err
+	}
+	if err := s.openReads(dsn); err != nil {
+		s.db.Close()
+		return err
+	}
+	go s.writer()
+	if err := s.openSolo(); err != nil {
+		s.Close()
+		return err
+	}
+	return nil
+}
+
+// Close stops the writer after the pending writes and closes the file.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.closeSolo() // the watcher may be writing: before the writer stops
+		close(s.reqs)
+	})
+	<-s.stopped
+	if s.reads.db != nil {
+		s.reads.db.Close()
+	}
+	if s.wal != nil {
+		s.wal.Close()
+	}
+	return s.db.Close()
+}
+
+// Path is the file's path as the user named it.
+func (s *Store) Path() string { return s.path }
+
+// resolve returns the regular file path names, following symbolic links
+// (a dangling one too: the file is then created where it points). SQLite
+// puts its -wal and -shm files beside the real file, and the writer fsyncs
+// that WAL itself, so it must know where the real file is. Anything but a
+// regular file or a new path (a device such as /dev/null, a directory, a
+// FIFO) is refused: SQLite would leave -journal files beside it, and no
+// record could be kept.
+func resolve(path string) (string, error) {
+	path, err := linkpath.Final(path)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return path, nil
+	case err != nil:
+		return "", err
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("not a regular file (%s): set %s to a file path", fi.Mode().Type(), EnvPath)
+	}
+	return path, nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
