@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# bench.sh: the benchmarks behind the README's figures. Each compares with a
+# bench.sh: the benchmarks behind docs/figures.md. Each compares with a
 # ceiling measured in the same run on the same broker and reports a ratio;
 # this script prints every figure with its target and PASS or MISS, then
-# the same as the README's Figures table (Markdown).
+# the same as the table in docs/figures.md (Markdown).
 #
 #   scripts/bench.sh             (about twenty minutes)
 #   scripts/bench.sh -quick      (fewer rounds, no 200,000-claim RSS run)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# faults.sh: the fault suite alone, with its results table (for the README).
+# faults.sh: the fault suite alone, with its results table (for docs/fault-suite.md).
 #
 #   scripts/faults.sh            prints the table; scripts/test.sh runs it too
 set -euo pipefail

@@ -2,37 +2,38 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"eaimq/internal/brokertest"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's manual sections from the programs' -h")
+var update = flag.Bool("update", false, "rewrite docs/manuals/*.md from the programs' -h")
 
-// programs are the ones whose manual the README carries.
+// programs are the ones with a manual in docs/manuals.
 var programs = []string{"topology", "publish", "consumer", "brokerstatus", "dlq", "claimsys"}
 
-// TestManualsInREADME: each program's manual is its package comment (its
-// doc.go, embedded and printed by -h), and the README's "Manuals" section
-// carries the same text, so the three places a manual used to live cannot
-// drift apart. `go test ./internal/e2e -run ManualsInREADME -update`
-// rewrites the README's copies.
-func TestManualsInREADME(t *testing.T) {
+// TestManualsInDocs: each program's manual is its package comment (its
+// doc.go, embedded and printed by -h), and docs/manuals/PROGRAM.md carries
+// the same text, so the places a manual is read cannot drift apart.
+// `go test ./internal/e2e -run ManualsInDocs -update` rewrites the copies.
+func TestManualsInDocs(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
-	readme := filepath.Join(filepath.Dir(file), "..", "..", "README.md")
-	text, err := os.ReadFile(readme)
-	if err != nil {
-		t.Fatal(err)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "docs", "manuals")
+	if *update {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	out := string(text)
 	for _, p := range programs {
 		cmd := exec.Command(brokertest.Binary(t, "eaimq/"+p), "-h")
 		var stdout, stderr bytes.Buffer
@@ -41,33 +42,59 @@ func TestManualsInREADME(t *testing.T) {
 			t.Errorf("%s -h: %v, %d bytes on stdout, stderr %q: want the manual on stdout and exit 0", p, err, stdout.Len(), stderr.String())
 			continue
 		}
-		block := manualBlock(p, stdout.String())
-		re := regexp.MustCompile(`(?s)<!-- manual: ` + p + ` -->.*?<!-- /manual -->`)
-		switch have := re.FindString(out); {
-		case have == block:
-		case *update && have != "":
-			out = strings.Replace(out, have, block, 1)
+		want := manualPage(p, stdout.String())
+		path := filepath.Join(dir, p+".md")
+		have, err := os.ReadFile(path)
+		switch {
+		case err == nil && string(have) == want:
 		case *update:
-			out = strings.Replace(out, "<!-- /manuals -->", block+"\n\n<!-- /manuals -->", 1)
-		case have == "":
-			t.Errorf("README.md has no manual section for %s (go test ./internal/e2e -run ManualsInREADME -update adds it)", p)
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case errors.Is(err, fs.ErrNotExist):
+			t.Errorf("docs/manuals/%s.md is missing (go test ./internal/e2e -run ManualsInDocs -update writes it)", p)
+		case err != nil:
+			t.Errorf("docs/manuals/%s.md: %v", p, err)
 		default:
-			t.Errorf("README.md's manual of %s differs from %s -h (go test ./internal/e2e -run ManualsInREADME -update rewrites it)", p, p)
+			t.Errorf("docs/manuals/%s.md differs from %s -h, %s (go test ./internal/e2e -run ManualsInDocs -update rewrites it)", p, p, firstDifference(string(have), want))
 		}
 	}
-	if *update && out != string(text) {
-		if !strings.Contains(out, "<!-- /manuals -->") {
-			t.Fatal("README.md lacks the <!-- manuals --> ... <!-- /manuals --> markers where the manuals go")
-		}
-		if err := os.WriteFile(readme, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
+	// A manual left behind by a program that is gone would still be read
+	// as current.
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !slices.Contains(programs, strings.TrimSuffix(e.Name(), ".md")) {
+			t.Errorf("docs/manuals/%s is the manual of no program this test knows: delete it, or add the program to programs", e.Name())
 		}
 	}
 }
 
-// manualBlock is one program's manual as the README holds it: folded, so
-// that the README reads as a guide and the manuals are a click away.
-func manualBlock(program, manual string) string {
-	return fmt.Sprintf("<!-- manual: %s -->\n<details><summary><code>%s -h</code></summary>\n\n```text\n%s```\n\n</details>\n<!-- /manual -->",
-		program, program, manual)
+// manualPage is one program's manual as docs/manuals holds it: a heading,
+// where the text comes from, and the text as -h prints it, fenced with
+// more backticks than any run of them inside it.
+func manualPage(program, manual string) string {
+	fence := "```"
+	for strings.Contains(manual, fence) {
+		fence += "`"
+	}
+	return fmt.Sprintf("<!-- Generated from `%[1]s -h` by `go test ./internal/e2e -run ManualsInDocs -update`: edit %[1]s/doc.go, not this file. -->\n\n"+
+		"# %[1]s\n\n"+
+		"The manual `%[1]s -h` prints: the program's package comment, [`%[1]s/doc.go`](../../%[1]s/doc.go). "+
+		"The other programs' manuals are beside this file; the [README](../../README.md) says what each program is for.\n\n"+
+		"%[2]stext\n%[3]s%[2]s\n",
+		program, fence, manual)
+}
+
+// firstDifference says where two texts part, for a failure message.
+func firstDifference(have, want string) string {
+	h, w := strings.Split(have, "\n"), strings.Split(want, "\n")
+	for i := range min(len(h), len(w)) {
+		if h[i] != w[i] {
+			return fmt.Sprintf("first at line %d: has %q, -h gives %q", i+1, h[i], w[i])
+		}
+	}
+	return fmt.Sprintf("%d lines against %d", len(h), len(w))
 }
