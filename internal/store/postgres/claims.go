@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -44,6 +45,7 @@ func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ tim
 	if err := s.reserve(c); err != nil {
 		return claim.Begun{}, err
 	}
+	var isNew bool // the record is new: lockAndInsert inserted it
 	for try := 0; ; try++ {
 		conn, err := s.pool.Acquire(ctx)
 		if err != nil {
@@ -51,8 +53,8 @@ func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ tim
 			return claim.Begun{}, err
 		}
 		c.conn = conn
-		var locked bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, LockKey(id)).Scan(&locked); err != nil {
+		locked, inserted, err := s.lockAndInsert(ctx, conn, id, claimID)
+		if err != nil {
 			// A session that died while idle in the pool: try once more
 			// on another. Any other failure ends the session, so that no
 			// lock it may have taken survives.
@@ -72,9 +74,13 @@ func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ tim
 			s.letGo(ctx, c)
 			return claim.Begun{Result: claim.Busy}, nil
 		}
+		isNew = inserted
 		break
 	}
-	b, err := s.take(ctx, c.conn, id, claimID, fresh)
+	if isNew {
+		return claim.Begin(claim.Found{}, fresh), nil
+	}
+	b, err := s.takeExisting(ctx, c.conn, id, claimID, fresh)
 	if err != nil {
 		closeConn(c.conn)
 		s.letGo(ctx, c)
@@ -93,16 +99,36 @@ func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ tim
 // without the lock: the record is taken only as it was read, and read
 // again if it changed meanwhile.
 func (s *Store) take(ctx context.Context, conn *pgxpool.Conn, id, claimID string, fresh bool) (claim.Begun, error) {
-	key := pgKey(id)
 	// The common case, an id never seen, in one statement.
 	tag, err := conn.Exec(ctx, claim.SQL(`INSERT INTO claims (message_id, state, owner, claim_id, updated_at)
-		VALUES ($1, {inflight}, $2, $3, now()) ON CONFLICT (message_id) DO NOTHING`), key, s.owner, pgNullText(claimID))
+		VALUES ($1, {inflight}, $2, $3, now()) ON CONFLICT (message_id) DO NOTHING`), pgKey(id), s.owner, pgNullText(claimID))
 	if err != nil {
 		return claim.Begun{}, err
 	}
 	if tag.RowsAffected() == 1 {
 		return claim.Begin(claim.Found{}, fresh), nil
 	}
+	return s.takeExisting(ctx, conn, id, claimID, fresh)
+}
+
+// lockAndInsert takes id's advisory lock for conn's session and, when it
+// gets it, inserts the in-progress record of an id never seen: the
+// common case of Begin in one round trip. The insert needs no snapshot
+// taken after the lock (the reason take reads in a statement of its
+// own): ON CONFLICT sees the newest committed row, whatever the snapshot.
+func (s *Store) lockAndInsert(ctx context.Context, conn *pgxpool.Conn, id, claimID string) (locked, inserted bool, err error) {
+	err = conn.QueryRow(ctx, claim.SQL(`WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
+		n AS (INSERT INTO claims (message_id, state, owner, claim_id, updated_at)
+			SELECT $2, {inflight}, $3, $4, now() FROM l WHERE l.ok
+			ON CONFLICT (message_id) DO NOTHING RETURNING 1)
+		SELECT l.ok, EXISTS (SELECT 1 FROM n) FROM l`), LockKey(id), pgKey(id), s.owner, pgNullText(claimID)).Scan(&locked, &inserted)
+	return locked, inserted, err
+}
+
+// takeExisting reads and takes the record of id that exists already, the
+// lock being held by conn (see take).
+func (s *Store) takeExisting(ctx context.Context, conn *pgxpool.Conn, id, claimID string, fresh bool) (claim.Begun, error) {
+	key := pgKey(id)
 	for {
 		var state string
 		var reason *string
@@ -151,7 +177,7 @@ func (s *Store) Finish(ctx context.Context, id string, a claim.Attempt) (claim.O
 	var out claim.Outcome
 	retry := true
 	if c.conn != nil {
-		out, retry, err = s.record(ctx, c.conn, id, a)
+		out, retry, err = s.recordGrouped(ctx, c, id, a)
 		if err == nil {
 			s.letGo(ctx, c)
 			return out, nil
@@ -195,7 +221,55 @@ func (s *Store) record(ctx context.Context, b interface {
 	return out, false, nil
 }
 
-func (s *Store) recordIn(ctx context.Context, tx pgx.Tx, id string, a claim.Attempt) (claim.Outcome, error) {
+// recordGrouped writes the outcome of the claim this store holds through
+// the writer's group commit (writer.go), then releases the lock; a record
+// the group did not write (not as held any more), or could not write, is
+// written by record through the holder's own session, as before the
+// writer. retry is record's.
+func (s *Store) recordGrouped(ctx context.Context, c *pgClaim, id string, a claim.Attempt) (out claim.Outcome, retry bool, err error) {
+	res := s.group(pgKey(id), a)
+	switch {
+	case res.written:
+		return a.Outcome, false, nil
+	case res.sent:
+		return a.Outcome, false, res.err // the COMMIT's fate is unknown
+	}
+	return s.record(ctx, c.conn, id, a)
+}
+
+// finishHeld is the statement that writes the outcome of a claim its
+// holder has in flight, and its attempt's line when the log keeps it (in
+// one statement: the line only when the record was written).
+func finishHeld(a claim.Attempt) string {
+	update := `UPDATE claims SET state = $1, owner = NULL,
+		attempts = attempts + $2, failures = failures + $3, last_status = $4, last_error = $5, reason = $6,
+		dead_reason = CASE WHEN $1 = {dead} THEN $7 ELSE dead_reason END,
+		updated_at = now(), done_at = CASE WHEN $1 = {done} THEN now() ELSE done_at END
+		WHERE message_id = $8 AND state = {inflight} AND owner = $9`
+	if !a.Logged(a.Outcome) {
+		return claim.SQL(update)
+	}
+	return claim.SQL(`WITH u AS (` + update + ` RETURNING message_id)
+		INSERT INTO attempts (message_id, at, redelivered, status, error, action, reason, latency_ms)
+		SELECT message_id, $10, $11, $4, $5, $12, $6, $13 FROM u`)
+}
+
+// finishArgs are finishHeld's arguments.
+func (s *Store) finishArgs(key string, a claim.Attempt) []any {
+	called, failed := a.Counts()
+	args := []any{a.Outcome.Action.State().String(), called, failed, a.Status, pgNullText(a.Error),
+		a.Outcome.Reason.String(), pgNullText(a.Detail), key, s.owner}
+	if !a.Logged(a.Outcome) {
+		return args
+	}
+	at := a.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return append(args, at, a.Redelivered, a.Outcome.Action.String(), a.Latency.Milliseconds())
+}
+
+func (s *Store) recordIn(ctx context.Context, tx querier, id string, a claim.Attempt) (claim.Outcome, error) {
 	key := pgKey(id)
 	out, err := s.writeOutcome(ctx, tx, key, a)
 	if err != nil || !a.Logged(out) {
@@ -214,7 +288,7 @@ func (s *Store) recordIn(ctx context.Context, tx pgx.Tx, id string, a claim.Atte
 
 // writeOutcome writes a's outcome into the record of key, under the rules
 // for a late holder, and returns the outcome as recorded.
-func (s *Store) writeOutcome(ctx context.Context, tx pgx.Tx, key string, a claim.Attempt) (claim.Outcome, error) {
+func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a claim.Attempt) (claim.Outcome, error) {
 	state := a.Outcome.Action.State().String()
 	called, failed := a.Counts()
 	reason := a.Outcome.Reason.String()
@@ -271,4 +345,11 @@ func (s *Store) writeOutcome(ctx context.Context, tx pgx.Tx, key string, a claim
 		}
 		return a.Outcome, nil
 	}
+}
+
+// querier runs statements: a transaction, or the connection of one begun
+// in a batch.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }

@@ -58,6 +58,10 @@ type Store struct {
 	readOnly    bool
 	maxHeld     int    // claims held at once (Options.Conns)
 	beginFinish string // the BEGIN of Finish's transaction, with its durability
+	syncLevel   string // that durability: synchronous_commit for an outcome
+
+	reqs    chan *recordReq // to the writer (writer.go)
+	written chan struct{}   // closed when the writer has stopped
 
 	mu     sync.Mutex
 	claims map[string]*pgClaim
@@ -118,10 +122,10 @@ func Open(location string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedup store %s: %w", path, err)
 	}
-	// One connection for each claim held (its lock's session), and two
-	// more, so that reads and outcomes decided without a claim never wait
-	// for a call to end.
-	cfg.MaxConns = int32(o.Conns + 2)
+	// One connection for each claim held (its lock's session), one for
+	// the writer's group commits, and two more, so that reads and outcomes
+	// decided without a claim never wait for a call to end.
+	cfg.MaxConns = int32(o.Conns + 3)
 	cc := cfg.ConnConfig
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = 10 * time.Second
@@ -154,11 +158,13 @@ func Open(location string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedup store %s: %w", path, err)
 	}
-	s := &Store{pool: pool, path: path, owner: o.Owner, readOnly: o.ReadOnly, maxHeld: o.Conns, claims: map[string]*pgClaim{}}
+	s := &Store{pool: pool, path: path, owner: o.Owner, readOnly: o.ReadOnly, maxHeld: o.Conns, claims: map[string]*pgClaim{},
+		reqs: make(chan *recordReq, groupMax), written: make(chan struct{})}
 	if err := s.init(ctx, o); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("dedup store %s: %w", path, err)
 	}
+	go s.writer()
 	return s, nil
 }
 
@@ -201,6 +207,7 @@ func (s *Store) init(ctx context.Context, o Options) error {
 	case level == "off" || !validSyncLevel(level):
 		level = "on"
 	}
+	s.syncLevel = level
 	s.beginFinish = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit TO " + level
 
 	// A pool the server cannot give fails at the Nth claim in flight,
@@ -211,7 +218,7 @@ func (s *Store) init(ctx context.Context, o Options) error {
 		- current_setting('superuser_reserved_connections')::int`).Scan(&room); err != nil {
 		return err
 	}
-	if need := s.maxHeld + 2; !o.ReadOnly && need > room {
+	if need := s.maxHeld + 3; !o.ReadOnly && need > room {
 		return fmt.Errorf("%d claims in flight (Options.Conns, the consumer's --prefetch) need %d connections; the server allows %d (max_connections)", s.maxHeld, need, room)
 	}
 
@@ -309,6 +316,9 @@ func (s *Store) Close() error {
 		s.letGo(context.Background(), c)
 		<-c.turn
 	}
+	// Every Finish held its claim's turn: none is waiting for the writer.
+	close(s.reqs)
+	<-s.written
 	s.pool.Close()
 	return nil
 }
