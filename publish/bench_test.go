@@ -269,19 +269,3 @@ func BenchmarkPublishRSS(b *testing.B) {
 		b.Errorf("peak RSS %.1f MiB over %d files of %d bytes, limit %d MiB", float64(peak)/(1<<20), rssClaims, rssClaimSize, rssLimit>>20)
 	}
 }
-
-// BenchmarkFirstPass is the check of 20,000 claim files alone (read,
-// validate, checksum), the part of a bulk publish that nothing may
-// overlap: nothing is sent before every file has been checked.
-//
-//	go test -run '^$' -bench FirstPass ./publish
-func BenchmarkFirstPass(b *testing.B) {
-	files, _ := benchFiles(b, "bulk", bulkClaims)
-	for b.Loop() {
-		claims, _, err := readClaims(context.Background(), files, nil, 1<<20)
-		if err != nil || claims[len(claims)-1].err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*bulkClaims), "µs/file")
-}

@@ -1,4 +1,4 @@
-package main
+package publish
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // claim is one file to publish, as the first pass left it: enough to find
 // it again and to notice that it changed, not its bytes, which are read
 // again when it is sent. What cannot be read twice (standard input, a pipe,
-// a FIFO, a device) keeps its bytes, each at most -max-bytes; so do the
+// a FIFO, a device) keeps its bytes, each at most MaxBytes; so do the
 // first files checked while all kept bytes fit in keepBudget, which spares
 // a batch of small claims a second open and read per file.
 type claim struct {
