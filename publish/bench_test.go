@@ -216,8 +216,8 @@ const (
 // from the head of claim.in is dead-lettered, and claim.in's dead-letter
 // exchange routes it to claim.dead, so claim.dead gets the same policy.
 // With claim.in alone sunk, claim.dead grew by 1 MiB a claim: the broker's
-// binary memory passed its 512MiB watermark about 4,500 claims in, the
-// memory alarm blocked the publisher, and deleting the vhost afterwards
+// binary memory passed its 512MiB watermark well before the batch's end,
+// the memory alarm blocked the publisher, and deleting the vhost afterwards
 // took longer than rabbitmqctl's timeout. -window 16 keeps what is in
 // flight at the broker small too. It runs on a private node all the same
 // (port 5694): gigabytes through the shared broker would slow every other

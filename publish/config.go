@@ -14,10 +14,11 @@ import (
 	"eaimq/internal/trace"
 )
 
-// Ranges of the numeric flags. A window beyond a few hundred adds no
-// throughput (BenchmarkPublishVsBare) and costs memory per slot; RabbitMQ's
-// default max_message_size is 128 MiB; a confirm or a connection that
-// takes more than an hour is a failure to report, not to wait for.
+// Ranges of the numeric flags. Past a point a wider window adds no
+// throughput (BenchmarkPublishVsBare; docs/figures.md) and costs memory
+// per slot; RabbitMQ's default max_message_size is 128 MiB; a confirm or
+// a connection that takes more than an hour is a failure to report, not
+// to wait for.
 const (
 	maxWindow   = 10000
 	maxMaxBytes = 128 << 20
