@@ -17,6 +17,7 @@ import (
 
 	"eaimq/internal/brokertest"
 	"eaimq/internal/cli"
+	"eaimq/internal/publish"
 	"eaimq/internal/topo"
 )
 
@@ -366,7 +367,7 @@ func TestSummaryShape(t *testing.T) {
 			}
 
 			r = runPublish(t, vh, "", append([]string{"-json"}, tc.args...)...)
-			var s summary
+			var s publish.Summary
 			dec := json.NewDecoder(strings.NewReader(r.stdout))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&s); err != nil || dec.More() || strings.Count(r.stdout, "\n") != 1 {
@@ -426,43 +427,6 @@ func TestProgressAlwaysToAPipe(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "\r") || !strings.HasSuffix(stderr.String(), "publish: 20/20 confirmed\n") {
 		t.Errorf("stderr %q: want plain lines ending with the count", stderr.String())
-	}
-}
-
-// TestProgressLines: on a terminal one line rewritten with \r; elsewhere,
-// with always, plain lines at most one a second; auto off a terminal and
-// never write nothing.
-func TestProgressLines(t *testing.T) {
-	for _, tc := range []struct {
-		mode string
-		tty  bool
-		want string
-	}{
-		{"always", false, "publish: 1/3 confirmed\npublish: 3/3 confirmed\n"},
-		{"always", true, "\rpublish: 1/3 confirmed\rpublish: 3/3 confirmed\n"},
-		{"auto", true, "\rpublish: 1/3 confirmed\rpublish: 3/3 confirmed\n"},
-		{"auto", false, ""},
-		{"never", true, ""},
-	} {
-		var b bytes.Buffer
-		p := makeProgress(&b, tc.mode, 3, tc.tty)
-		p.update(1)
-		p.update(2) // too soon after the first, either way
-		p.update(3)
-		p.finish()
-		if b.String() != tc.want {
-			t.Errorf("%s, terminal %v: %q, want %q", tc.mode, tc.tty, b.String(), tc.want)
-		}
-	}
-	var b bytes.Buffer
-	if f, err := os.Open(os.DevNull); err == nil {
-		defer f.Close()
-		if isTerminal(f) {
-			t.Errorf("%s is taken for a terminal", os.DevNull)
-		}
-	}
-	if isTerminal(&b) {
-		t.Error("a buffer is taken for a terminal")
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package publish
 
 import (
 	"fmt"
@@ -9,11 +9,22 @@ import (
 	"unsafe"
 )
 
+// ProgressMode says when progress is shown: ProgressAuto on a terminal
+// only (and for more than one claim), ProgressAlways anywhere,
+// ProgressNever not at all.
+type ProgressMode string
+
+const (
+	ProgressAuto   ProgressMode = "auto"
+	ProgressAlways ProgressMode = "always"
+	ProgressNever  ProgressMode = "never"
+)
+
 // progress shows "publish: n/total confirmed" on stderr. On a terminal it
 // is one line rewritten in place with a carriage return, at most ten times
 // a second. Anywhere else (a log file, a pipe) a carriage return would
-// pile every update onto one line of the log, so -progress always writes
-// plain lines there instead, at most one a second; -progress auto shows
+// pile every update onto one line of the log, so ProgressAlways writes
+// plain lines there instead, at most one a second; ProgressAuto shows
 // nothing off a terminal.
 type progress struct {
 	w     io.Writer
@@ -26,16 +37,16 @@ type progress struct {
 	shown int // done as last written, -1 for nothing yet
 }
 
-func newProgress(w io.Writer, mode string, total int) *progress {
+func newProgress(w io.Writer, mode ProgressMode, total int) *progress {
 	return makeProgress(w, mode, total, isTerminal(w))
 }
 
-func makeProgress(w io.Writer, mode string, total int, tty bool) *progress {
+func makeProgress(w io.Writer, mode ProgressMode, total int, tty bool) *progress {
 	p := &progress{w: w, total: total, tty: tty, every: time.Second, shown: -1}
 	switch mode {
-	case "always":
+	case ProgressAlways:
 		p.on = true
-	case "auto":
+	case ProgressAuto:
 		p.on = tty && total > 1
 	}
 	if tty {

@@ -1,4 +1,4 @@
-package main
+package publish
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // claim is one file to publish, as the first pass left it: enough to find
 // it again and to notice that it changed, not its bytes, which are read
 // again when it is sent. What cannot be read twice (standard input, a pipe,
-// a FIFO, a device) keeps its bytes, each at most -max-bytes; so do the
+// a FIFO, a device) keeps its bytes, each at most MaxBytes; so do the
 // first files checked while all kept bytes fit in keepBudget, which spares
 // a batch of small claims a second open and read per file.
 type claim struct {
@@ -92,9 +92,10 @@ func readPath(ctx context.Context, name string, limit int64, buf []byte) (body [
 	// The common case, a small regular file, in four system calls: open,
 	// fstat, one read of its whole size, close. (os.Open would also try
 	// to register it with the poller, and a read loop would make one more
-	// read to meet the end of the file: a third of the first pass's time
-	// over 20,000 claims.) Anything else, or a file whose size changed
-	// under the read, goes on through os.File and readLimited.
+	// read to meet the end of the file: over a batch of small claims that
+	// was a large share of the first pass's time; BenchmarkFirstPass,
+	// docs/figures.md.) Anything else, or a file whose size changed under
+	// the read, goes on through os.File and readLimited.
 	buf = buf[:0]
 	size := st.Size
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && size < limit && size <= 1<<20 {
@@ -197,11 +198,11 @@ func reread(ctx context.Context, c *claim, buf []byte) ([]byte, error) {
 // time (a batch of small files is bound by open/read/close, which overlap
 // well), keeping only what claim keeps. Each worker takes the next index
 // itself and writes its claim in place: two channel handoffs per file
-// with a coordinating goroutine made the pass over 20,000 small claims
-// 1.5-1.7 times the bare open/fstat/read/close of the same files, against
-// 1.3-1.4 now (BenchmarkFirstPass is the pass alone). It
-// returns at once when ctx ends, with the names of the files still being
-// read: a read from a FIFO without a writer or a terminal cannot be
+// with a coordinating goroutine made the pass over a large batch of small
+// claims measurably slower, set against the bare open/fstat/read/close of
+// the same files (BenchmarkFirstPass is the pass alone; docs/figures.md).
+// It returns at once when ctx ends, with the names of the files still
+// being read: a read from a FIFO without a writer or a terminal cannot be
 // interrupted, so its goroutine is left to the process's exit.
 func readClaims(ctx context.Context, files []string, stdin io.Reader, maxBytes int64) ([]claim, []string, error) {
 	claims := make([]claim, len(files))

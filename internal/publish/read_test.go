@@ -1,4 +1,4 @@
-package main
+package publish
 
 import (
 	"context"
@@ -92,4 +92,13 @@ func TestRereadNoticesAChange(t *testing.T) {
 	if _, err := reread(context.Background(), &c, nil); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("gone: %v", err)
 	}
+}
+
+func writeClaim(t testing.TB, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
