@@ -33,7 +33,7 @@ $quick && rounds=1
 if [[ -n $report ]]; then
 	out=$report
 else
-	scripts/mq-up.sh >/dev/null
+	EAIMQ_WATERMARK=own EAIMQ_STATUS_FILE=- scripts/mq-up.sh >/dev/null
 	scripts/pg-up.sh >/dev/null
 	out=$(mktemp -d /tmp/eaimq-bench.XXXXXX)
 	echo "bench.sh: the outputs are kept in $out (scripts/bench.sh -report $out prints the figures again)" >&2

@@ -3,20 +3,27 @@
 #
 #   scripts/demo.sh
 #
-# 1. installs and starts RabbitMQ if needed, checks the watermark and writes
-#    the status file (scripts/mq-up.sh, brokerstatus);
+# 1. installs and starts RabbitMQ if needed (scripts/mq-up.sh); on a node it
+#    started itself it sets the lab's watermark and writes the status file
+#    (into its temporary directory), and a broker somebody else runs is left
+#    as it is;
 # 2. builds the programs into ./bin;
 # 3. declares the topology (twice: it is idempotent) and starts the
 #    stand-in claim system;
 # 4. publishes the sample claims in scripts/claims/ (good ones, ones without
 #    documents, BUSY ones, and one guid twice), runs the consumer, and
 #    prints, per claim, the calls at the claim system and where it ended;
-# 5. stops what it started (the broker stays) and exits 0 only if every
-#    claim ended where scripts/claims/expect.txt says.
+# 5. stops what it started (the broker stays; the vhost it made is deleted)
+#    and exits 0 only if every claim ended where scripts/claims/expect.txt
+#    says.
+#
+# It changes nothing of anybody else's: its vhost has a name of its own for
+# each run (eaimq-demo-<time>-<pid>), its dedup store and status file live
+# in a temporary directory, and it writes nothing under /root/eaimw/mq.
 #
 # Environment (the programs' own, plus the demo's):
-#   EAI_AMQP_URL        default: a vhost of its own, eaimq-demo, emptied first
-#   EAI_MQ_DB           the consumer's dedup store (its default otherwise)
+#   EAI_AMQP_URL        default: a vhost of its own, made and deleted by the run
+#   EAI_MQ_DB           the consumer's dedup store (default: one of the run's own)
 #   EAIMQ_DEMO_PORT     port of the stand-in claim system (default 19202)
 #   EAIMQ_DEMO_SECONDS  how long the consumer runs (default 4)
 # Each run gives the sample guids a suffix of its own, so a second run (or a
@@ -29,8 +36,10 @@ port=${EAIMQ_DEMO_PORT:-19202}
 seconds=${EAIMQ_DEMO_SECONDS:-4}
 work=$(mktemp -d)
 partner_pid=
+own_vhost=
 cleanup() {
 	[ -n "$partner_pid" ] && kill "$partner_pid" 2>/dev/null && wait "$partner_pid" 2>/dev/null
+	[ -n "$own_vhost" ] && rabbitmqctl -n "$node" -q delete_vhost "$vhost" >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -38,37 +47,39 @@ trap cleanup EXIT
 step() { printf '\n== %s\n' "$*"; }
 
 step "broker"
-scripts/mq-up.sh
+EAIMQ_WATERMARK=own EAIMQ_STATUS_FILE=$work/status.txt scripts/mq-up.sh
+export EAI_MQ_DB=${EAI_MQ_DB:-$work/processed.db}
 
 step "build"
 scripts/build.sh
 
+run=$(date +%s)-$$
 node=$(rabbitmqctl -n rabbit@localhost -q eval 'node().' 2>/dev/null || rabbitmqctl -q eval 'node().' | tr -d "'")
 if [ -z "${EAI_AMQP_URL:-}" ]; then
-	vhost=eaimq-demo
-	rabbitmqctl -n "$node" -q add_vhost "$vhost" 2>/dev/null || true
-	rabbitmqctl -n "$node" -q set_permissions -p "$vhost" guest '.*' '.*' '.*'
-	export EAI_AMQP_URL="amqp://guest:guest@127.0.0.1:5672/$vhost"
+	vhost=eaimq-demo-$run
+	if rabbitmqctl -n "$node" -q list_vhosts | grep -qxF "$vhost"; then
+		echo "demo: vhost $vhost exists already; not touching it" >&2
+		exit 1
+	fi
+	rabbitmqctl -n "$node" -q add_vhost "$vhost" >/dev/null
 	own_vhost=1
+	rabbitmqctl -n "$node" -q set_permissions -p "$vhost" guest '.*' '.*' '.*' >/dev/null
+	export EAI_AMQP_URL="amqp://guest:guest@127.0.0.1:5672/$vhost"
 else
-	vhost=$(bin/brokerstatus -o - 2>/dev/null | sed -n 's/^queues in vhost "\(.*\)":$/\1/p')
+	# (brokerstatus exits 78 on a broker without the lab's watermark: the
+	# vhost line is printed all the same.)
+	vhost=$({ bin/brokerstatus -o - 2>/dev/null || true; } | sed -n 's/^queues in vhost "\(.*\)":$/\1/p')
 	own_vhost=
 fi
 
 step "topology (twice)"
 bin/topology
 bin/topology
-if [ -n "$own_vhost" ]; then
-	# The demo's own vhost: start from empty queues.
-	rabbitmqctl -n "$node" -q purge_queue -p "$vhost" claim.in >/dev/null
-	rabbitmqctl -n "$node" -q purge_queue -p "$vhost" claim.dead >/dev/null
-fi
 
 step "claim system stand-in on 127.0.0.1:$port"
 start_partner "$port" "$work/claimsys.log"
 echo "claimsys: up (pid $partner_pid)"
 
-run=$(date +%s)-$$
 step "publish (sample claims, guid suffix -$run)"
 for f in scripts/claims/*.json; do
 	sed "s/\"guid\": *\"\([^\"]*\)\"/\"guid\": \"\1-$run\"/" "$f" >"$work/$(basename "$f")"

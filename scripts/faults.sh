@@ -5,7 +5,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
-scripts/mq-up.sh >/dev/null
+EAIMQ_WATERMARK=own EAIMQ_STATUS_FILE=- scripts/mq-up.sh >/dev/null
 scripts/pg-up.sh >/dev/null
 scripts/cluster.sh up >/dev/null
 report=$(mktemp)

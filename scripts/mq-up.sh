@@ -13,6 +13,12 @@
 # EAIMQ_NODE and EAIMQ_AMQP_PORT choose another node name and port (the
 # distribution port is the AMQP port + 20000), for a second, private node.
 # Finally it runs brokerstatus, which writes ${EAIMQ_STATUS_FILE:-/root/eaimw/mq/status.txt}.
+#
+# Run by hand it is the lab's step, and does what the lab asks of whichever
+# node answers. The project's other scripts (demo, tests, benchmarks) run it
+# with EAIMQ_WATERMARK=own: the watermark is then set only on a node this
+# run started itself, and a broker somebody else runs is left as it is (its
+# status is not checked against the lab's 512MiB either).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -46,6 +52,9 @@ if ! command -v rabbitmq-server >/dev/null || ! command -v rabbitmqctl >/dev/nul
 	install_broker
 fi
 
+watermark=${EAIMQ_WATERMARK:-lab}
+case $watermark in lab | own) ;; *) die "EAIMQ_WATERMARK is lab (the default) or own, not $watermark" ;; esac
+started=
 if answers; then
 	node=$(detect_node)
 	[ -n "$node" ] || die "something answers on 127.0.0.1:$port but rabbitmqctl reaches no node (is it RabbitMQ, and is this root?)"
@@ -77,6 +86,12 @@ else
 		sleep 1
 	done
 	say "node $node is up on 127.0.0.1:$port"
+	started=1
+fi
+
+if [ "$watermark" = own ] && [ -z "$started" ]; then
+	say "node $node was not started by this run: its watermark and status are left alone (scripts/mq-up.sh alone sets the lab's 512MiB)"
+	exit 0
 fi
 
 # Runtime setting: a node we did not start may have a relative watermark

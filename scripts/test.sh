@@ -4,7 +4,8 @@
 #   scripts/test.sh              everything: format, vet, tidy, go test -race, a bounded fuzz
 #   scripts/test.sh -run Foo     extra arguments go to go test
 #
-# It first runs scripts/mq-up.sh, scripts/pg-up.sh and scripts/cluster.sh
+# It first runs scripts/mq-up.sh (which leaves the watermark of a broker it
+# did not start as it is), scripts/pg-up.sh and scripts/cluster.sh
 # up, which install and start RabbitMQ, PostgreSQL and the local three-node
 # cluster (beside the machine's broker, never instead) when this machine has
 # none, and installs Debian's chromium and chromium-driver (dlq serve's
@@ -18,7 +19,7 @@ command -v go >/dev/null || { echo "test.sh: Go is not installed (https://go.dev
 command -v gcc >/dev/null || { echo "test.sh: gcc is needed for go-sqlite3 (cgo): apt-get install gcc" >&2; exit 1; }
 
 echo "== broker"
-scripts/mq-up.sh
+EAIMQ_WATERMARK=own EAIMQ_STATUS_FILE=- scripts/mq-up.sh
 echo "== postgresql"
 scripts/pg-up.sh
 echo "== local cluster (quorum queues, ports 5681-5683)"
