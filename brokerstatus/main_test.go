@@ -18,6 +18,7 @@ import (
 
 	"eaimq/internal/brokertest"
 	"eaimq/internal/cli"
+	"eaimq/internal/nodestatus"
 	"eaimq/internal/rabbitctl"
 )
 
@@ -31,7 +32,7 @@ func TestWatermarkOnTheRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := ParseStatus(out)
+	before, err := nodestatus.ParseStatus(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestWatermarkOnTheRealNode(t *testing.T) {
 	if code != cli.ExitConfig || !strings.Contains(stderr, "relative") || !strings.Contains(stderr, "set_vm_memory_high_watermark absolute 512MiB") {
 		t.Errorf("relative 0.4: exit %d, want %d with the fix:\n%s", code, cli.ExitConfig, stderr)
 	}
-	var s summary
+	var s nodestatus.Summary
 	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
 		t.Fatalf("-json: %v:\n%s", err, stdout)
 	}
@@ -105,7 +106,7 @@ func TestWatermarkOnTheRealNode(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("-json, absolute 512MiB: exit %d:\n%s", code, stderr)
 	}
-	s = summary{}
+	s = nodestatus.Summary{}
 	dec := json.NewDecoder(strings.NewReader(stdout))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil || dec.More() {
@@ -125,66 +126,6 @@ func TestWatermarkOnTheRealNode(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("-json: queues %+v, want claim.in with 1 message, 0 unacked", s.Queues)
-	}
-}
-
-// fakeCtl is a rabbitmqctl that prints text for `status`, js for `status
-// --formatter json`, and no queues, so that a test can give brokerstatus
-// a text and a JSON status that disagree.
-func fakeCtl(t *testing.T, text, js []byte) rabbitctl.Ctl {
-	dir := t.TempDir()
-	tf, jf := filepath.Join(dir, "status.txt"), filepath.Join(dir, "status.json")
-	if err := os.WriteFile(tf, text, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(jf, js, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "rabbitmqctl")
-	script := "#!/bin/sh\ncase \"$*\" in\n" +
-		"*list_queues*) echo '[]' ;;\n" +
-		"*'status --formatter json'*) cat '" + jf + "' ;;\n" +
-		"*status*) cat '" + tf + "' ;;\n" +
-		"*) exit 64 ;;\nesac\n"
-	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return rabbitctl.Ctl{Node: "rabbit@localhost", Bin: bin}
-}
-
-// TestVerdictComesFromTheJSON: given real text and JSON outputs that
-// disagree, the verdict follows the JSON, and the status file is the
-// text, byte for byte.
-func TestVerdictComesFromTheJSON(t *testing.T) {
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("testdata", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	for _, tc := range []struct {
-		text, js string
-		code     int
-	}{
-		{"relative.txt", "absolute.json", 0},
-		{"absolute.txt", "relative.json", cli.ExitConfig},
-		{"absolute.txt", "other-size.json", cli.ExitConfig},
-		{"absolute.txt", "alarm.json", cli.ExitConfig},
-	} {
-		t.Run(tc.text+"+"+tc.js, func(t *testing.T) {
-			text := read(tc.text)
-			file := filepath.Join(t.TempDir(), "status.txt")
-			var stdout bytes.Buffer
-			o := options{outFile: file, want: 512 << 20}
-			err := report(context.Background(), fakeCtl(t, text, read(tc.js)), o, func(string) string { return "" }, &stdout)
-			if cli.Code(err) != tc.code {
-				t.Errorf("exit %d (%v), want %d", cli.Code(err), err, tc.code)
-			}
-			if saved, err := os.ReadFile(file); err != nil || !bytes.Equal(saved, text) {
-				t.Errorf("the status file is not %s byte for byte (%v)", tc.text, err)
-			}
-		})
 	}
 }
 
@@ -333,8 +274,8 @@ func TestInterruptWhileWaitingOnNode(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("brokerstatus exited %s after SIGINT, want within 1s", took.Round(time.Millisecond))
 	}
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted || !strings.Contains(stderr.String(), "interrupted") {
-		t.Errorf("exit %d, want %d saying it was interrupted:\n%s", code, exitInterrupted, stderr.String())
+	if code := cmd.ProcessState.ExitCode(); code != cli.ExitInterrupted || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("exit %d, want %d saying it was interrupted:\n%s", code, cli.ExitInterrupted, stderr.String())
 	}
 	// Nothing it started outlives it: the VM and its helpers are killed
 	// with the group, not left to time out on their own.

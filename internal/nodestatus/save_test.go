@@ -1,4 +1,4 @@
-package main
+package nodestatus
 
 import (
 	"io/fs"

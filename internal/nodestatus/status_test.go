@@ -1,4 +1,4 @@
-package main
+package nodestatus
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func TestParseStatusGolden(t *testing.T) {
 				t.Errorf("ok = %v, want %v (%s)", ok, tc.ok, why)
 			}
 			s := newSummary("rabbit@localhost", st, want512MiB, ok, why)
-			s.VHost, s.Queues = "/", []queueJSON{}
+			s.VHost, s.Queues = "/", []QueueSummary{}
 			var b bytes.Buffer
 			s.print(&b)
 			js, err := json.MarshalIndent(s, "", "  ")
@@ -58,7 +58,7 @@ func TestParseStatusGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./brokerstatus -update to create it)", err)
+				t.Fatalf("%v (run go test ./internal/nodestatus -update to create it)", err)
 			}
 			if got != string(want) {
 				t.Errorf("got:\n%s\nwant:\n%s", got, want)

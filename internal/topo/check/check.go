@@ -1,0 +1,206 @@
+// Package check verifies the topology contract in a vhost (topology
+// -check) and changes nothing: each exchange and queue is probed over
+// AMQP, the bindings are read with rabbitmqctl, and every finding is
+// reported, as text at once or as one JSON object at the end.
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/broker"
+	"eaimq/internal/fail"
+	"eaimq/internal/rabbitctl"
+	"eaimq/internal/retry"
+	"eaimq/internal/topo"
+)
+
+// Config is what to check.
+type Config struct {
+	// URL is the broker's address as given (EAI_AMQP_URL): the bindings
+	// are read with rabbitmqctl only when it is on this machine.
+	URL   string
+	VHost string
+	Kind  topo.QueueType // the type claim.in and claim.dead should be
+	Plan  retry.Plan     // the consumer's delay queues to check too
+	JSON  bool           // one JSON object at the end instead of lines
+}
+
+// checked is the result of a check, as -json prints it.
+type checked struct {
+	VHost string   `json:"vhost"`
+	OK    bool     `json:"ok"`
+	Items []item   `json:"items"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// item is one object of the contract and what the check found.
+type item struct {
+	What   string `json:"what"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// report collects what the check finds. As text each finding is printed
+// at once; as JSON the whole result is printed at the end, and only if the
+// check finished.
+type report struct {
+	checked
+	text io.Writer // nil for JSON
+	bad  int
+}
+
+func (c *report) report(ok bool, what, detail string) {
+	c.Items = append(c.Items, item{What: what, OK: ok, Detail: detail})
+	if !ok {
+		c.bad++
+	}
+	if c.text == nil {
+		return
+	}
+	status := "ok     "
+	if !ok {
+		status = "PROBLEM"
+	}
+	if detail != "" {
+		what += ": " + detail
+	}
+	fmt.Fprintf(c.text, "%s %s\n", status, what)
+}
+
+func (c *report) note(s string) {
+	c.Notes = append(c.Notes, s)
+	if c.text != nil {
+		fmt.Fprintf(c.text, "note    %s\n", s)
+	}
+}
+
+// Run verifies every object of the contract on conn and declares nothing
+// that is missing, printing its findings on stdout. A missing or
+// differing piece is a Config error once all are reported; a broker that
+// fails midway is Unavailable, and then JSON prints nothing.
+func Run(ctx context.Context, conn *amqp.Connection, cfg Config, stdout io.Writer) error {
+	c := &report{checked: checked{VHost: cfg.VHost, Items: []item{}}, text: stdout}
+	if cfg.JSON {
+		c.text = nil
+	}
+	if err := c.objects(conn, cfg); err != nil {
+		return err
+	}
+	c.bindings(ctx, cfg.URL, cfg.VHost)
+	c.OK = c.bad == 0
+	if cfg.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false) // "->" as it is
+		enc.Encode(c.checked)    // strings and booleans: only the write can fail, as with text
+	}
+	if c.bad > 0 {
+		return fail.Errorf(fail.Config, "%d part(s) of the topology missing or different in vhost %q", c.bad, cfg.VHost)
+	}
+	return nil
+}
+
+// objects checks the exchanges, the queues of cfg.Kind and the delay
+// queues of cfg.Plan, in the contract's order.
+func (c *report) objects(conn *amqp.Connection, cfg Config) error {
+	for _, s := range topo.Exchanges {
+		err := c.probe(conn, func(ch *amqp.Channel) error {
+			return ch.ExchangeDeclarePassive(s.Name, s.Kind, true, false, false, false, nil)
+		}, func(ch *amqp.Channel) error { return topo.DeclareExchange(ch, s) }, s.String(), differ)
+		if err != nil {
+			return err
+		}
+	}
+	kind := cfg.Kind
+	for _, s := range topo.QueuesFor(kind) {
+		err := c.probeQueue(conn, s, func(reason string) string {
+			// The broker names one differing argument; when the queue is
+			// of the other type, that is the news, and it has a remedy.
+			if st, err := topo.InspectQueue(conn, s.Name); err == nil && st.Type == kind.Other() {
+				return fmt.Sprintf("a %s queue, not %s (%d ready); topology -migrate %s moves it, claims and all", st.Type, kind, st.Messages, kind)
+			}
+			return differ(reason)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, d := range cfg.Plan.Queues() {
+		if err := c.probeQueue(conn, topo.RetryQueue(kind, retry.QueueName(d), d), differ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *report) probeQueue(conn *amqp.Connection, s topo.QueueSpec, differs func(reason string) string) error {
+	return c.probe(conn, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclarePassive(s.Name, true, false, false, false, nil)
+		return err
+	}, func(ch *amqp.Channel) error { return topo.DeclareQueue(ch, s) }, s.String(), differs)
+}
+
+// probe checks one object on a channel of its own, because a failed
+// passive declare or a 406 closes the channel it came on.
+func (c *report) probe(conn *amqp.Connection, passive, redeclare func(*amqp.Channel) error, what string, differs func(reason string) string) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fail.New(fail.Unavailable, fmt.Errorf("open channel: %w", err))
+	}
+	if err := passive(ch); err != nil {
+		if broker.Code(err) == amqp.NotFound {
+			c.report(false, what, "missing (run topology)")
+			return nil
+		}
+		return fail.New(fail.Unavailable, fmt.Errorf("check %s: %w", what, err))
+	}
+	// It exists, so redeclaring with the wanted properties creates
+	// nothing: it is a no-op if they match and a 406 if they differ.
+	if err := redeclare(ch); err != nil {
+		if broker.Code(err) == amqp.PreconditionFailed {
+			c.report(false, what, differs(broker.Reason(err)))
+			return nil
+		}
+		return fail.New(fail.Unavailable, fmt.Errorf("check %s: %w", what, err))
+	}
+	ch.Close()
+	c.report(true, what, "")
+	return nil
+}
+
+func differ(reason string) string { return "differs: " + reason }
+
+// bindings reads the bindings with rabbitmqctl, the only way to list
+// them; over AMQP a binding can be created but not seen.
+func (c *report) bindings(ctx context.Context, raw, vhost string) {
+	if !broker.IsLocal(raw) {
+		c.note("bindings not verified: the broker is not on this machine, and AMQP 0-9-1 cannot list bindings")
+		return
+	}
+	ctl, err := rabbitctl.Detect(ctx)
+	var have []rabbitctl.Binding
+	if err == nil {
+		have, err = ctl.ListBindings(ctx, vhost)
+	}
+	if err != nil {
+		c.note(fmt.Sprintf("bindings not verified: rabbitmqctl failed: %v", err))
+		return
+	}
+	for _, want := range topo.Bindings {
+		found := false
+		for _, b := range have {
+			if b.Source == want.Exchange && b.Destination == want.Queue && b.DestinationKind == "queue" && b.RoutingKey == want.Key {
+				found = true
+			}
+		}
+		if found {
+			c.report(true, want.String(), "")
+		} else {
+			c.report(false, want.String(), "missing (run topology)")
+		}
+	}
+}

@@ -1,0 +1,72 @@
+// Package topotest reads a test vhost's queues as an operator does, with
+// rabbitmqctl, for the tests of topology and its migration.
+package topotest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"eaimq/internal/brokertest"
+	"eaimq/internal/topo"
+)
+
+// QueueRow is one queue of rabbitmqctl list_queues name type arguments,
+// as an operator reads it.
+type QueueRow struct {
+	Name      string  `json:"name"`
+	Type      string  `json:"type"`
+	RawArgs   [][]any `json:"arguments"` // [name, AMQP type, value] each
+	Messages  int     `json:"messages"`
+	Arguments map[string]any
+}
+
+// ListQueues is the queues of vh by name.
+func ListQueues(t *testing.T, vh *brokertest.VHost) map[string]QueueRow {
+	t.Helper()
+	out, err := vh.Ctl.Run(context.Background(), "-q", "list_queues", "-p", vh.Name, "name", "type", "arguments", "messages", "--formatter", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []QueueRow
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	m := map[string]QueueRow{}
+	for _, r := range rows {
+		r.Arguments = map[string]any{}
+		for _, a := range r.RawArgs {
+			if len(a) == 3 {
+				r.Arguments[fmt.Sprint(a[0])] = a[2]
+			}
+		}
+		m[r.Name] = r
+	}
+	return m
+}
+
+// WantTypes fails the test unless the vhost holds exactly claim.in and
+// claim.dead, of type kind, with the contract's arguments for it.
+func WantTypes(t *testing.T, vh *brokertest.VHost, kind topo.QueueType) map[string]QueueRow {
+	t.Helper()
+	qs := ListQueues(t, vh)
+	if len(qs) != 2 {
+		t.Errorf("want claim.in and claim.dead only, got %v", qs)
+	}
+	for _, s := range topo.QueuesFor(kind) {
+		q, ok := qs[s.Name]
+		if !ok {
+			t.Errorf("%s missing", s.Name)
+			continue
+		}
+		if q.Type != string(kind) {
+			t.Errorf("%s is %s, want %s", s.Name, q.Type, kind)
+		}
+		got := fmt.Sprint(q.Arguments)
+		if want := fmt.Sprint(map[string]any(s.Args)); got != want {
+			t.Errorf("%s arguments %s, want %s", s.Name, got, want)
+		}
+	}
+	return qs
+}
