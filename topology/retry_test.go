@@ -58,3 +58,18 @@ func TestRetryDelaysUsage(t *testing.T) {
 		t.Errorf("-migrate with -retry-delays: exit %d: %s", code, stderr)
 	}
 }
+
+// TestRetryQueueThatDiffers: a delay queue that exists with other
+// arguments (another delay's TTL, say) is the 406 explained, exit 78, not
+// a crash.
+func TestRetryQueueThatDiffers(t *testing.T) {
+	vh := brokertest.New(t)
+	ch := vh.Channel(t)
+	if _, err := ch.QueueDeclare("claim.retry.5s", true, false, false, false, amqp.Table{"x-message-ttl": int32(1000)}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runTopology(t, vh, "-retry-delays", "5s")
+	if code != 78 || !strings.Contains(stderr, "queue claim.retry.5s already exists") || !strings.Contains(stderr, "remedy:") {
+		t.Errorf("exit %d, want 78 with the remedy:\n%s%s", code, out, stderr)
+	}
+}

@@ -23,7 +23,9 @@ func Explain(conn *amqp.Connection, err error, vhost string, kind QueueType) err
 	case 406:
 		// A queue of the other type is not a mistake to delete: it is the
 		// same queue, claims and all, and -migrate moves them.
-		if de.Kind == "queue" {
+		// (Only the contract's own queues have a type to compare with: a
+		// delay queue of -retry-delays that differs is the general case.)
+		if de.Kind == "queue" && (de.Name == Queue || de.Name == DeadQueue) {
 			if st, ierr := InspectQueue(conn, de.Name); ierr == nil && st.Type == kind.Other() {
 				return fail.Errorf(fail.Config, "%s", typePlan(de.Name, vhost, st, kind))
 			}
