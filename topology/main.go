@@ -15,6 +15,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
+	"eaimq/internal/rabbitctl"
 	"eaimq/internal/redact"
 	"eaimq/internal/retry"
 	"eaimq/internal/topo"
@@ -52,7 +53,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case cfg.migrate != "":
 		return migrate.Run(ctx, conn, migrate.Config{VHost: cfg.vhost, To: cfg.migrate}, stdout)
 	case cfg.check:
-		return check.Run(ctx, conn, check.Config{URL: cfg.url, VHost: cfg.vhost, Kind: cfg.kind, Plan: cfg.plan, JSON: cfg.json}, stdout)
+		cc := check.Config{URL: cfg.url, VHost: cfg.vhost, Kind: cfg.kind, Plan: cfg.plan, JSON: cfg.json}
+		if ctl, ok := rabbitctl.FromEnv(getenv); ok {
+			cc.Ctl = &ctl
+		}
+		return check.Run(ctx, conn, cc, stdout)
 	}
 	return declare(conn, cfg, stdout)
 }

@@ -137,6 +137,15 @@ func IsLocal(raw string) bool {
 	return false
 }
 
+// Port is the AMQP port of raw's first address, 0 when it does not parse.
+func Port(raw string) int {
+	u, err := parse(Addresses(raw)[0])
+	if err != nil {
+		return 0
+	}
+	return u.Port
+}
+
 // Close closes conn, waiting at most two seconds for the broker's
 // close-ok: a broker that blocked the connection (a memory or disk alarm)
 // never answers, and a program must not hang at exit. Channels close with

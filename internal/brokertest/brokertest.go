@@ -23,7 +23,14 @@ import (
 	"eaimq/internal/topo"
 )
 
-// EnvBaseURL overrides the broker the tests use (its vhost is ignored).
+// The tests' broker, by environment: EnvBaseURL is its AMQP address (its
+// vhost is ignored), and rabbitctl.EnvCtl (EAIMQ_RABBITMQCTL, the programs'
+// own) the command that is its rabbitmqctl; the programs the tests run see
+// it too. Both unset: this machine's broker, found by rabbitctl.Detect.
+// For a RabbitMQ 4 node:
+//
+//	EAIMQ_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:5700/ \
+//	EAIMQ_RABBITMQCTL="../shared/rabbitmq4.sh ctl" go test ./...
 const EnvBaseURL = "EAIMQ_TEST_AMQP_URL"
 
 const howToStart = "start it with scripts/mq-up.sh (or run scripts/test.sh, which does)"
@@ -39,6 +46,11 @@ var (
 func Ctl(t testing.TB) rabbitctl.Ctl {
 	t.Helper()
 	detectOnce.Do(func() {
+		if c, ok := rabbitctl.FromEnv(os.Getenv); ok {
+			detected = c
+			_, detectErr = detected.Run(context.Background(), "-q", "eval", "node().")
+			return
+		}
 		detected, detectErr = rabbitctl.Detect(context.Background())
 	})
 	if detectErr != nil {
@@ -136,8 +148,11 @@ func (v *VHost) Queues(t testing.TB) map[string]rabbitctl.QueueRow {
 // and nothing else from the process environment.
 func (v *VHost) Getenv(extra map[string]string) func(string) string {
 	return func(k string) string {
-		if k == broker.EnvURL {
+		switch {
+		case k == broker.EnvURL:
 			return v.URL
+		case k == rabbitctl.EnvCtl && extra[k] == "":
+			return os.Getenv(k) // the tests' broker's rabbitmqctl is the programs' too
 		}
 		return extra[k]
 	}

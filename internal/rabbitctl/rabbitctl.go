@@ -27,6 +27,11 @@ var ErrNoNode = errors.New("no RabbitMQ node answers rabbitmqctl (start one with
 type Ctl struct {
 	Node string // passed as -n; empty means rabbitmqctl's own default
 	Bin  string // the rabbitmqctl binary; empty means "rabbitmqctl" on PATH
+	// Cmd, when set, is the whole command that stands for rabbitmqctl -n
+	// NODE, its arguments following (Node and Bin are not used): another
+	// broker's own, such as "rabbitmq4.sh ctl" for a RabbitMQ 4 node in a
+	// chroot.
+	Cmd []string
 }
 
 // WaitDelay bounds how long Run waits, once its context has ended and the
@@ -50,7 +55,10 @@ func (c Ctl) Run(ctx context.Context, args ...string) ([]byte, error) {
 		bin = "rabbitmqctl"
 	}
 	full := args
-	if c.Node != "" {
+	switch {
+	case len(c.Cmd) > 0:
+		bin, full = c.Cmd[0], append(c.Cmd[1:len(c.Cmd):len(c.Cmd)], args...)
+	case c.Node != "":
 		full = append([]string{"-n", c.Node}, args...)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -76,6 +84,37 @@ func (c Ctl) Run(ctx context.Context, args ...string) ([]byte, error) {
 		return stdout.Bytes(), fmt.Errorf("rabbitmqctl %s: %w: %s", strings.Join(full, " "), err, firstLines(msg, 3))
 	}
 	return stdout.Bytes(), nil
+}
+
+// EnvCtl names the command that is the broker's rabbitmqctl, its node
+// named (split at spaces): "rabbitmqctl -n rabbit@mq1", or another
+// broker's own, such as "rabbitmq4.sh ctl". Unset, the node is found with
+// Detect.
+const EnvCtl = "EAIMQ_RABBITMQCTL"
+
+// FromEnv is the Ctl that EnvCtl names; ok is false when it names none.
+func FromEnv(getenv func(string) string) (c Ctl, ok bool) {
+	cmd := strings.Fields(getenv(EnvCtl))
+	if len(cmd) == 0 {
+		return Ctl{}, false
+	}
+	return Ctl{Cmd: cmd}, true
+}
+
+// AMQPPorts lists the ports the node's AMQP listeners are on: the way to
+// know that the node rabbitmqctl reaches is the broker a URL names.
+func (c Ctl) AMQPPorts(ctx context.Context) ([]int, error) {
+	out, err := c.Run(ctx, "-q", "eval", "[P || {listener,_,amqp,_,_,P,_} <- rabbit_networking:active_listeners()].")
+	if err != nil {
+		return nil, err
+	}
+	var ports []int
+	for _, f := range strings.FieldsFunc(string(out), func(r rune) bool { return r < '0' || r > '9' }) {
+		if n, err := strconv.Atoi(f); err == nil {
+			ports = append(ports, n)
+		}
+	}
+	return ports, nil
 }
 
 // Detect finds the node to talk to: LabNode when it answers, else the node

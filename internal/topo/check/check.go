@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -28,6 +29,9 @@ type Config struct {
 	Kind  topo.QueueType // the type claim.in and claim.dead should be
 	Plan  retry.Plan     // the consumer's delay queues to check too
 	JSON  bool           // one JSON object at the end instead of lines
+	// Ctl is the broker's rabbitmqctl (EAIMQ_RABBITMQCTL); nil: the node
+	// found on this machine, when the broker is here and that is it.
+	Ctl *rabbitctl.Ctl
 }
 
 // checked is the result of a check, as -json prints it.
@@ -91,7 +95,7 @@ func Run(ctx context.Context, conn *amqp.Connection, cfg Config, stdout io.Write
 	if err := c.objects(conn, cfg); err != nil {
 		return err
 	}
-	c.bindings(ctx, cfg.URL, cfg.VHost)
+	c.bindings(ctx, cfg)
 	c.OK = c.bad == 0
 	if cfg.JSON {
 		enc := json.NewEncoder(stdout)
@@ -176,16 +180,13 @@ func differ(reason string) string { return "differs: " + reason }
 
 // bindings reads the bindings with rabbitmqctl, the only way to list
 // them; over AMQP a binding can be created but not seen.
-func (c *report) bindings(ctx context.Context, raw, vhost string) {
-	if !broker.IsLocal(raw) {
-		c.note("bindings not verified: the broker is not on this machine, and AMQP 0-9-1 cannot list bindings")
+func (c *report) bindings(ctx context.Context, cfg Config) {
+	ctl, why := nodeOf(ctx, cfg)
+	if why != "" {
+		c.note("bindings not verified: " + why)
 		return
 	}
-	ctl, err := rabbitctl.Detect(ctx)
-	var have []rabbitctl.Binding
-	if err == nil {
-		have, err = ctl.ListBindings(ctx, vhost)
-	}
+	have, err := ctl.ListBindings(ctx, cfg.VHost)
 	if err != nil {
 		c.note(fmt.Sprintf("bindings not verified: rabbitmqctl failed: %v", err))
 		return
@@ -203,4 +204,29 @@ func (c *report) bindings(ctx context.Context, raw, vhost string) {
 			c.report(false, want.String(), "missing (run topology)")
 		}
 	}
+}
+
+// nodeOf is the rabbitmqctl of the broker at cfg.URL: cfg.Ctl, else the
+// node found on this machine when it is the one listening on the URL's
+// port (a second node here, such as a RabbitMQ 4 beside the system's 3.x,
+// is another broker). why says why there is none.
+func nodeOf(ctx context.Context, cfg Config) (ctl rabbitctl.Ctl, why string) {
+	if cfg.Ctl != nil {
+		return *cfg.Ctl, ""
+	}
+	if !broker.IsLocal(cfg.URL) {
+		return ctl, "the broker is not on this machine, and AMQP 0-9-1 cannot list bindings (" + rabbitctl.EnvCtl + " names its rabbitmqctl)"
+	}
+	ctl, err := rabbitctl.Detect(ctx)
+	var ports []int
+	if err == nil {
+		ports, err = ctl.AMQPPorts(ctx)
+	}
+	if err != nil {
+		return ctl, fmt.Sprintf("rabbitmqctl failed: %v", err)
+	}
+	if port := broker.Port(cfg.URL); !slices.Contains(ports, port) {
+		return ctl, fmt.Sprintf("the node rabbitmqctl reaches here (%s) does not listen on port %d; %s names the broker's rabbitmqctl", ctl.Node, port, rabbitctl.EnvCtl)
+	}
+	return ctl, ""
 }
