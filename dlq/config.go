@@ -41,43 +41,79 @@ const (
 	maxRefresh = time.Hour
 )
 
-// usedBy names the commands each flag means something to.
-var usedBy = map[string][]string{
-	"json":        {"list", "show"},
-	"status":      {"list", "replay", "purge"},
-	"reason":      {"list", "replay", "purge"},
-	"limit":       {"list", "show", "replay", "purge", "serve"},
-	"all":         {"replay", "purge"},
-	"force":       {"replay"},
-	"max-replays": {"replay", "serve"},
-	"yes":         {"purge"},
-	"no-store":    {"list", "show", "replay", "purge", "serve"},
-	"addr":        {"serve"},
-	"read-only":   {"serve"},
-	"refresh":     {"serve"},
+// flagSet is the FlagSet of command cmd, as go and litestream give each
+// command its own. Every command's flags set the fields of the one c, so
+// that a flag means the same before the command and after it.
+func (c *config) flagSet(cmd string) *flag.FlagSet {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	d := &c.dlq
+	fs.IntVar(&d.Limit, "limit", 0, "look at the first `n` dead letters only: 0 (all) or more")
+	fs.BoolVar(&c.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay, purge and serve need it to run without one")
+	switch cmd {
+	case "list":
+		c.jsonFlag(fs)
+		c.filterFlags(fs)
+	case "show":
+		c.jsonFlag(fs)
+	case "replay":
+		c.filterFlags(fs)
+		c.allFlag(fs)
+		fs.BoolVar(&d.Force, "force", false, "also claims recorded as delivered, and over -max-replays")
+		c.maxReplaysFlag(fs)
+	case "purge":
+		c.filterFlags(fs)
+		c.allFlag(fs)
+		fs.BoolVar(&d.Yes, "yes", false, "really delete")
+	case "serve":
+		c.maxReplaysFlag(fs)
+		fs.StringVar(&d.Page.Addr, "addr", defaultAddr, "listen on `host:port`; not loopback needs EAIMQ_DLQ_TOKEN")
+		fs.BoolVar(&d.Page.ReadOnly, "read-only", false, "no action (retry, purge, edit), not even by a hand-made POST")
+		fs.DurationVar(&d.Page.Refresh, "refresh", 5*time.Second, "the groups page reloads every `d`: 0 (never) or 1s to 1h")
+	}
+	return fs
+}
+
+// The flags that more than one command takes.
+
+func (c *config) jsonFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&c.dlq.JSON, "json", false, "JSON instead of text (list: one object per line)")
+}
+
+func (c *config) filterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.dlq.Status, "status", 0, "select by the last HTTP `status` on record: 100-599 (0: any)")
+	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(claim.ReasonWords(), ", ")+" (transient = failed-twice)")
+}
+
+func (c *config) allFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&c.all, "all", false, "every dead letter (that the filters select)")
+}
+
+func (c *config) maxReplaysFlag(fs *flag.FlagSet) {
+	fs.IntVar(&c.dlq.MaxReplays, "max-replays", dlq.DefaultMaxReplays, "refuse a dead letter replayed `n` times already: 1-1000")
 }
 
 // parseConfig parses dlq's arguments: flags anywhere, the command, its IDs.
 // It opens no store and dials no broker; -h and -version print on stdout,
 // the flag package's errors go to stderr.
+//
+// The flags before the command are read before the command is known, so
+// every command's flags are parsed by one FlagSet made of them all; a flag
+// the command's own FlagSet does not define is then refused by name (dlq
+// -yes list), rather than as a flag that does not exist.
 func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) (config, error) {
 	var c config
-	d := &c.dlq
-	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.BoolVar(&d.JSON, "json", false, "list, show: JSON instead of text (list: one object per line)")
-	fs.IntVar(&d.Status, "status", 0, "select by the last HTTP `status` on record: 100-599 (0: any)")
-	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(claim.ReasonWords(), ", ")+" (transient = failed-twice)")
-	fs.IntVar(&d.Limit, "limit", 0, "look at the first `n` dead letters only: 0 (all) or more")
-	fs.BoolVar(&c.all, "all", false, "replay, purge: every dead letter (that the filters select)")
-	fs.BoolVar(&d.Force, "force", false, "replay: also claims recorded as delivered, and over -max-replays")
-	fs.IntVar(&d.MaxReplays, "max-replays", dlq.DefaultMaxReplays, "replay: refuse a dead letter replayed `n` times already: 1-1000")
-	fs.BoolVar(&d.Yes, "yes", false, "purge: really delete")
-	fs.BoolVar(&c.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay, purge and serve need it to run without one")
-	fs.StringVar(&d.Page.Addr, "addr", defaultAddr, "serve: listen on `host:port`; not loopback needs EAIMQ_DLQ_TOKEN")
-	fs.BoolVar(&d.Page.ReadOnly, "read-only", false, "serve: no action (retry, purge, edit), not even by a hand-made POST")
-	fs.DurationVar(&d.Page.Refresh, "refresh", 5*time.Second, "serve: the groups page reloads every `d`: 0 (never) or 1s to 1h")
-	pos, err := parseInterleaved(fs, args, stdout)
+	sets := make(map[string]*flag.FlagSet, len(commands))
+	every := flag.NewFlagSet("dlq", flag.ContinueOnError)
+	every.SetOutput(stderr)
+	for _, cmd := range commands {
+		sets[cmd] = c.flagSet(cmd)
+		sets[cmd].VisitAll(func(f *flag.Flag) {
+			if every.Lookup(f.Name) == nil {
+				every.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+	}
+	pos, err := parseInterleaved(every, args, stdout)
 	if err != nil {
 		return c, err
 	}
@@ -85,12 +121,13 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return c, cli.Usagef("no command: %s", commandWords)
 	}
 	c.cmd, c.dlq.IDs = pos[0], pos[1:]
-	if !slices.Contains(commands, c.cmd) {
+	own, ok := sets[c.cmd]
+	if !ok {
 		return c, cli.Usagef("unknown command %q: %s", c.cmd, commandWords)
 	}
 	var stray []string
-	fs.Visit(func(f *flag.Flag) {
-		if !slices.Contains(usedBy[f.Name], c.cmd) {
+	every.Visit(func(f *flag.Flag) { // in the order of their names
+		if own.Lookup(f.Name) == nil {
 			stray = append(stray, "-"+f.Name)
 		}
 	})
