@@ -15,8 +15,8 @@ import (
 )
 
 // world is a temporary vhost with the topology, the claim-system
-// stand-in, and the path of the consumer's store: what dlq's own tests
-// (dlq/main_test.go) run in too.
+// stand-in, and the path of the consumer's store, as dlq/main_test.go
+// makes it, for the web backend's tests.
 type world struct {
 	t       *testing.T
 	vh      *brokertest.VHost
