@@ -52,8 +52,8 @@ const (
 // would be faster, but would measure headers of our making.
 //
 // dlq's peak RSS comes through brokertest.PeakRSS: this process, after
-// the setup, is larger than dlq (31 MiB against 26 when first run), and
-// read directly the figure would be its own. MiB-idle is `dlq -version`:
+// the setup, is larger than dlq (docs/figures.md), and read directly the
+// figure would be its own. MiB-idle is `dlq -version`:
 // what the binary takes before it does anything.
 //
 // On a private node: the walk makes the broker hold every message it took

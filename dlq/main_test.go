@@ -23,6 +23,7 @@ import (
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
+	"eaimq/internal/dlq"
 	"eaimq/internal/store"
 	"eaimq/internal/store/sqlite"
 	"eaimq/internal/topo"
@@ -33,6 +34,7 @@ type world struct {
 	vh      *brokertest.VHost
 	partner *claimsys.Server
 	url, db string
+	hooks   dlq.Hooks // the engine's, for every run of w.dlq
 }
 
 func newWorld(t *testing.T) *world {
@@ -57,23 +59,29 @@ func (w *world) consume(seconds string) {
 func (w *world) dlq(args ...string) (int, string, string) {
 	w.t.Helper()
 	var out, errb bytes.Buffer
-	err := run(context.Background(), args, w.vh.Getenv(map[string]string{store.EnvPath: w.db}), &out, &errb)
+	getenv := w.vh.Getenv(map[string]string{store.EnvPath: w.db})
+	// run, with the test's hooks in the config it parsed.
+	c, err := parseConfig(args, getenv, &out, &errb)
+	if err == nil {
+		c.dlq.Hooks = w.hooks
+		err = execute(context.Background(), c, getenv, &out, &errb)
+	}
 	cli.Report(&errb, "dlq", err)
 	return cli.Code(err), out.String(), errb.String()
 }
 
-func (w *world) rows() map[string]row {
+func (w *world) rows() map[string]dlq.Row {
 	w.t.Helper()
 	code, out, errs := w.dlq("-json", "list")
 	if code != 0 {
 		w.t.Fatalf("list: %d %s", code, errs)
 	}
-	m := map[string]row{}
+	m := map[string]dlq.Row{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if line == "" {
 			continue
 		}
-		var r row
+		var r dlq.Row
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			w.t.Fatalf("%q: %v", line, err)
 		}
@@ -196,8 +204,7 @@ func TestPurgeExactlyOne(t *testing.T) {
 // the broker); the consumer's dedup absorbs the pair.
 func TestCrashBetweenConfirmAndAck(t *testing.T) {
 	w := mixedRun(t)
-	afterConfirm = func() error { return errors.New("simulated crash") }
-	t.Cleanup(func() { afterConfirm = nil })
+	w.hooks.AfterConfirm = func() error { return errors.New("simulated crash") }
 	code, _, _ := w.dlq("replay", "-all")
 	if code == 0 {
 		t.Fatal("the crash hook did not stop the replay")
@@ -205,7 +212,7 @@ func TestCrashBetweenConfirmAndAck(t *testing.T) {
 	if in, dead := w.vh.Depth(t, topo.Queue), w.vh.Depth(t, topo.DeadQueue); in != 4 || dead != 4 {
 		t.Fatalf("after the crash: claim.in %d, claim.dead %d; want 4 and 4", in, dead)
 	}
-	afterConfirm = nil
+	w.hooks.AfterConfirm = nil
 	ok := 201
 	w.partner.Set(claimsys.Control{ForceStatus: &ok})
 	w.consume("2") // the copies: delivered once each
@@ -579,7 +586,7 @@ func TestFlagsAnywhere(t *testing.T) {
 		t.Errorf("replay X -max-replays 6: %d\n%s%s", code, out, errs)
 	}
 	d := w.vh.Drain(t, topo.Queue)
-	if len(d) != 1 || replays(d[0].Headers) != 6 {
+	if len(d) != 1 || dlq.Replays(d[0].Headers) != 6 {
 		t.Fatalf("claim.in after the replay: %d messages", len(d))
 	}
 	w.deadLetter(amqp.Publishing{MessageId: d[0].MessageId, Body: d[0].Body, Headers: d[0].Headers, DeliveryMode: 2})
@@ -596,11 +603,11 @@ func TestShowJSON(t *testing.T) {
 		t.Fatalf("-json show: %d\n%s%s", code, out, errs)
 	}
 	var s struct {
-		MessageID string         `json:"message_id"`
-		Reason    string         `json:"reason"`
-		Headers   map[string]any `json:"headers"`
-		History   []attemptRow   `json:"history"`
-		Body      string         `json:"body"`
+		MessageID string           `json:"message_id"`
+		Reason    string           `json:"reason"`
+		Headers   map[string]any   `json:"headers"`
+		History   []dlq.AttemptRow `json:"history"`
+		Body      string           `json:"body"`
 	}
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("%v\n%s", err, out)

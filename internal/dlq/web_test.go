@@ -1,4 +1,4 @@
-package main
+package dlq
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func (w *world) web() *web {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { st.Close() })
-	return &web{getenv: w.vh.Getenv(map[string]string{store.EnvPath: w.db}), st: st, maxReplays: defaultMaxReplays}
+	return &web{getenv: w.vh.Getenv(map[string]string{store.EnvPath: w.db}), st: st, c: Config{MaxReplays: DefaultMaxReplays}}
 }
 
 // TestServeGroupRetryWarnsOfArrivals: a dead letter that arrives in
@@ -49,10 +49,9 @@ func TestServeGroupRetryWarnsOfArrivals(t *testing.T) {
 		t.Fatalf("groups: %+v", o)
 	}
 	ch := w.vh.Channel(t)
-	afterConfirm = func() error {
+	be.c.Hooks.AfterConfirm = func() error {
 		return ch.Publish("", topo.DeadQueue, false, false, amqp.Publishing{MessageId: "late-0", Body: []byte(`{"guid":"late-0"}`)})
 	}
-	t.Cleanup(func() { afterConfirm = nil })
 	rep, err := be.Retry(context.Background(), dlqweb.Target{Group: busy})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +63,7 @@ func TestServeGroupRetryWarnsOfArrivals(t *testing.T) {
 		t.Errorf("claim.in %d, claim.dead %d; want 2 and 3", in, dead)
 	}
 	// Without arrivals, none is reported.
-	afterConfirm = nil
+	be.c.Hooks.AfterConfirm = nil
 	rep, err = be.Purge(context.Background(), dlqweb.Target{ID: "late-0"})
 	if err != nil || rep.Purged != 1 || rep.Arrived != 0 {
 		t.Fatalf("purge: %+v %v", rep, err)

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"eaimq/internal/claim"
+	"eaimq/internal/cli"
+	"eaimq/internal/dlq"
+	"eaimq/internal/dlqweb"
+)
+
+// config is one run of dlq: the command, what the engine acts with, and
+// the flags that are the program's own.
+type config struct {
+	cmd     string
+	dlq     dlq.Config
+	all     bool   // replay, purge: every dead letter (that the filters select)
+	noStore bool   // read no store: there is none
+	reason  string // -reason as given; check parses it into dlq.Reason
+}
+
+// commands are dlq's commands, as the usage errors name them.
+var commands = []string{"list", "show", "replay", "purge", "serve"}
+
+const commandWords = "list, show, replay, purge or serve"
+
+// Ranges and defaults of the flags.
+const (
+	maxMaxReplays = 1000
+	// defaultAddr is where serve listens: loopback, so that only this
+	// host's users reach the page (any other address needs EAIMQ_DLQ_TOKEN).
+	defaultAddr = "127.0.0.1:8088"
+	// maxRefresh bounds -refresh: a page that reloads less often than this
+	// is not live any more.
+	maxRefresh = time.Hour
+)
+
+// flagSet is the FlagSet of command cmd, as go and litestream give each
+// command its own. Every command's flags set the fields of the one c, so
+// that a flag means the same before the command and after it.
+func (c *config) flagSet(cmd string) *flag.FlagSet {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	d := &c.dlq
+	fs.IntVar(&d.Limit, "limit", 0, "look at the first `n` dead letters only: 0 (all) or more")
+	fs.BoolVar(&c.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay, purge and serve need it to run without one")
+	switch cmd {
+	case "list":
+		c.jsonFlag(fs)
+		c.filterFlags(fs)
+	case "show":
+		c.jsonFlag(fs)
+	case "replay":
+		c.filterFlags(fs)
+		c.allFlag(fs)
+		fs.BoolVar(&d.Force, "force", false, "also claims recorded as delivered, and over -max-replays")
+		c.maxReplaysFlag(fs)
+	case "purge":
+		c.filterFlags(fs)
+		c.allFlag(fs)
+		fs.BoolVar(&d.Yes, "yes", false, "really delete")
+	case "serve":
+		c.maxReplaysFlag(fs)
+		fs.StringVar(&d.Page.Addr, "addr", defaultAddr, "listen on `host:port`; not loopback needs EAIMQ_DLQ_TOKEN")
+		fs.BoolVar(&d.Page.ReadOnly, "read-only", false, "no action (retry, purge, edit), not even by a hand-made POST")
+		fs.DurationVar(&d.Page.Refresh, "refresh", 5*time.Second, "the groups page reloads every `d`: 0 (never) or 1s to 1h")
+	}
+	return fs
+}
+
+// The flags that more than one command takes.
+
+func (c *config) jsonFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&c.dlq.JSON, "json", false, "JSON instead of text (list: one object per line)")
+}
+
+func (c *config) filterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.dlq.Status, "status", 0, "select by the last HTTP `status` on record: 100-599 (0: any)")
+	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(claim.ReasonWords(), ", ")+" (transient = failed-twice)")
+}
+
+func (c *config) allFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&c.all, "all", false, "every dead letter (that the filters select)")
+}
+
+func (c *config) maxReplaysFlag(fs *flag.FlagSet) {
+	fs.IntVar(&c.dlq.MaxReplays, "max-replays", dlq.DefaultMaxReplays, "refuse a dead letter replayed `n` times already: 1-1000")
+}
+
+// parseConfig parses dlq's arguments: flags anywhere, the command, its IDs.
+// It opens no store and dials no broker; -h and -version print on stdout,
+// the flag package's errors go to stderr.
+//
+// The flags before the command are read before the command is known, so
+// every command's flags are parsed by one FlagSet made of them all; a flag
+// the command's own FlagSet does not define is then refused by name (dlq
+// -yes list), rather than as a flag that does not exist.
+func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) (config, error) {
+	var c config
+	sets := make(map[string]*flag.FlagSet, len(commands))
+	every := flag.NewFlagSet("dlq", flag.ContinueOnError)
+	every.SetOutput(stderr)
+	for _, cmd := range commands {
+		sets[cmd] = c.flagSet(cmd)
+		sets[cmd].VisitAll(func(f *flag.Flag) {
+			if every.Lookup(f.Name) == nil {
+				every.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+	}
+	pos, err := parseInterleaved(every, args, stdout)
+	if err != nil {
+		return c, err
+	}
+	if len(pos) == 0 {
+		return c, cli.Usagef("no command: %s", commandWords)
+	}
+	c.cmd, c.dlq.IDs = pos[0], pos[1:]
+	own, ok := sets[c.cmd]
+	if !ok {
+		return c, cli.Usagef("unknown command %q: %s", c.cmd, commandWords)
+	}
+	var stray []string
+	every.Visit(func(f *flag.Flag) { // in the order of their names
+		if own.Lookup(f.Name) == nil {
+			stray = append(stray, "-"+f.Name)
+		}
+	})
+	if len(stray) > 0 {
+		return c, cli.Usagef("%s does nothing for %s; leave it out", strings.Join(stray, ", "), c.cmd)
+	}
+	if err := c.check(); err != nil {
+		return c, err
+	}
+	if c.cmd == "serve" {
+		c.dlq.Page.Token = getenv(dlqweb.EnvToken)
+		// Before the store or the broker: an unsafe address is a usage error.
+		if err := dlqweb.Check(dlqweb.Config{Addr: c.dlq.Page.Addr, Token: c.dlq.Page.Token}); err != nil {
+			return c, cli.Usagef("%v", err)
+		}
+	}
+	return c, nil
+}
+
+// parseInterleaved parses flags wherever they stand among the arguments, as
+// people type them (dlq purge X -yes, dlq replay X -force), and returns the
+// arguments that are not flags. After "--" every argument is one.
+//
+// cli.Flags parses the flags in front of the first argument; it defines
+// -version, so it runs once. Each later run of flags is parsed here with
+// the same rules, so that dlq list -h prints the manual, dlq list -bogus
+// its one line and where the manual is, and -version works anywhere.
+func parseInterleaved(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
+	var pos []string
+	err := cli.Flags(fs, doc, args, stdout)
+	for err == nil {
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		// The flag package stops at the first non-flag, or after "--".
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+		err = cli.Parse(fs, args) // fs.Usage is cli.Flags' silent one
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			io.WriteString(stdout, cli.Manual(doc))
+		case err != nil:
+			fmt.Fprintln(fs.Output(), cli.SeeManual(fs.Name()))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if v := fs.Lookup("version"); v != nil && v.Value.String() == "true" {
+		// Given after the command: cli.Flags only saw the flags before it.
+		fmt.Fprintln(stdout, cli.Version(fs.Name()))
+		return nil, flag.ErrHelp
+	}
+	return pos, nil
+}
+
+// check refuses what cannot be meant: values out of range, an empty ID, IDs
+// or their absence where the command wants otherwise.
+func (c *config) check() error {
+	d := &c.dlq
+	if c.reason != "" {
+		r, ok := claim.ParseReason(c.reason)
+		if !ok {
+			return cli.Usagef("-reason %q: want one of %s (or transient)", c.reason, strings.Join(claim.ReasonWords(), ", "))
+		}
+		d.Reason, d.ByReason = r, true
+	}
+	if d.Status != 0 && (d.Status < 100 || d.Status > 599) {
+		return cli.Usagef("-status %d: want an HTTP status, 100-599 (0: any)", d.Status)
+	}
+	if d.Limit < 0 {
+		return cli.Usagef("-limit %d: want 0 (all) or more", d.Limit)
+	}
+	if d.MaxReplays < 1 || d.MaxReplays > maxMaxReplays {
+		return cli.Usagef("-max-replays %d: want 1-%d", d.MaxReplays, maxMaxReplays)
+	}
+	if c.noStore && (d.Status != 0 || (d.ByReason && d.Reason != claim.ReasonUnknown)) {
+		return cli.Usagef("-status and -reason read the store, and -no-store reads none: only -reason unknown selects anything then")
+	}
+	if slices.Contains(d.IDs, "") {
+		return cli.Usagef("an empty ID names no dead letter (a message without a message_id goes by its guid or sha256: key, as list shows)")
+	}
+	switch c.cmd {
+	case "list":
+		if len(d.IDs) > 0 {
+			return cli.Usagef("list takes no IDs (use show ID)")
+		}
+	case "serve":
+		if len(d.IDs) > 0 {
+			return cli.Usagef("serve takes no IDs (the page shows every dead letter)")
+		}
+		if d.Page.Refresh != 0 && (d.Page.Refresh < time.Second || d.Page.Refresh > maxRefresh) {
+			return cli.Usagef("-refresh %v: want 0 (never) or 1s to 1h", d.Page.Refresh)
+		}
+	case "show":
+		if len(d.IDs) != 1 {
+			return cli.Usagef("show takes one ID")
+		}
+	case "replay", "purge":
+		if len(d.IDs) == 0 && !c.all && d.Status == 0 && !d.ByReason {
+			return cli.Usagef("%s needs IDs, -all, or a filter (-status, -reason)", c.cmd)
+		}
+		if len(d.IDs) > 0 && c.all {
+			return cli.Usagef("give IDs or -all, not both")
+		}
+	}
+	return nil
+}

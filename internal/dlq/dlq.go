@@ -1,0 +1,70 @@
+// Package dlq is the engine of the dlq program: it walks claim.dead without
+// consuming it, shows each dead letter with what the consumer recorded of
+// it, replays and purges dead letters without losing one, and backs dlq
+// serve's page (internal/dlqweb) with that same code, so that the page is
+// exactly as safe as the command line.
+//
+// It knows nothing of flags: the program parses them into a Config. Its
+// errors are classified by internal/fail; the program maps the class to
+// its exit code.
+package dlq
+
+import (
+	"context"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/broker"
+	"eaimq/internal/claim"
+	"eaimq/internal/fail"
+)
+
+// DefaultMaxReplays is how often a dead letter may have been replayed
+// before replay refuses it, unless told otherwise.
+const DefaultMaxReplays = 5
+
+// Config is what a command acts on, and how.
+type Config struct {
+	// The selection. IDs name dead letters by message_id (or, for one
+	// that had none, its guid or sha256: key); none selects every one.
+	// Status (0: any) and Reason (when ByReason) narrow it by the record.
+	IDs      []string
+	Status   int
+	Reason   claim.Reason
+	ByReason bool
+
+	Limit      int  // look at the first Limit dead letters only (0: all)
+	JSON       bool // list, show: JSON instead of text
+	Force      bool // replay: also claims recorded as delivered, and over MaxReplays
+	MaxReplays int  // replay, serve: refuse a dead letter replayed this often already
+	Yes        bool // purge: really delete (without, only name them)
+
+	Page  Page // serve
+	Hooks Hooks
+}
+
+// Page is dlq serve's web page: where it listens and what it allows.
+type Page struct {
+	Addr     string        // host:port; not loopback needs Token
+	Token    string        // EAIMQ_DLQ_TOKEN
+	ReadOnly bool          // no action, not even by a hand-made POST
+	Refresh  time.Duration // the groups page reloads this often (0: never)
+}
+
+// Hooks are for tests.
+type Hooks struct {
+	// AfterConfirm, when set, runs after a batch of copies is confirmed
+	// and before their dead copies are acked; returning an error stops
+	// the replay there, as a crash would.
+	AfterConfirm func() error
+}
+
+// Dial connects to the broker of EAI_AMQP_URL.
+func Dial(ctx context.Context, getenv func(string) string) (*amqp.Connection, error) {
+	conn, err := broker.Dialer{Program: "dlq", Timeout: 10 * time.Second, Getenv: getenv}.Dial(ctx, broker.URL(getenv))
+	if err != nil {
+		return nil, fail.New(fail.Unavailable, err)
+	}
+	return conn, nil
+}

@@ -1,0 +1,68 @@
+package dlq
+
+import "fmt"
+
+// noteKind is what replay did with one dead letter.
+type noteKind int
+
+const (
+	noteReplayed  noteKind = iota // copy confirmed, dead copy acked
+	noteDelivered                 // skipped: the store records it as delivered
+	noteAgain                     // skipped: replayed once already in this run
+	noteCapped                    // refused: over -max-replays
+	noteRefused                   // refused by the broker (nack or return)
+)
+
+// note is one line of replay's report. The CLI prints it, dlq serve shows
+// it: one sentence for both.
+type note struct {
+	kind   noteKind
+	key    string
+	detail string // the broker's reason for a return; the count for noteCapped
+}
+
+func (n note) text() string {
+	k := field(n.key)
+	switch n.kind {
+	case noteReplayed:
+		return "replayed " + k
+	case noteDelivered:
+		return "skipped " + k + ": the store records it as delivered (-force replays it anyway)"
+	case noteAgain:
+		return "skipped " + k + ": replayed once already in this run; this copy stays in claim.dead"
+	case noteCapped:
+		return k + ": not replayed: " + n.detail + "; it stays in claim.dead. Fix the claim or the partner, then -force"
+	case noteRefused:
+		return k + ": not replayed: " + n.detail + ". It stays in claim.dead"
+	}
+	return k
+}
+
+// failed says whether the note goes to stderr (the CLI) and counts as a
+// refusal (exit 1, the page's "refused").
+func (n note) failed() bool { return n.kind == noteCapped || n.kind == noteRefused }
+
+// tally counts what replay did.
+type tally struct {
+	replayed, delivered, again, capped, refused int
+}
+
+func (t *tally) add(n note) {
+	switch n.kind {
+	case noteReplayed:
+		t.replayed++
+	case noteDelivered:
+		t.delivered++
+	case noteAgain:
+		t.again++
+	case noteCapped:
+		t.capped++
+	case noteRefused:
+		t.refused++
+	}
+}
+
+func (t tally) String() string {
+	return fmt.Sprintf("%d replayed, %d skipped as delivered, %d skipped as replayed in this run, %d over -max-replays, %d refused by the broker",
+		t.replayed, t.delivered, t.again, t.capped, t.refused)
+}

@@ -1,0 +1,219 @@
+package dlq
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/confirm"
+	"eaimq/internal/fail"
+	"eaimq/internal/topo"
+)
+
+// replayWindow is how many copies are published before their confirms are
+// awaited and their dead copies acked.
+const replayWindow = 128
+
+// rules are replay's limits: -force and -max-replays, and an edited body
+// (dlq serve) that replaces the dead letter's.
+type rules struct {
+	force      bool
+	maxReplays int
+	edit       *edit
+	hooks      Hooks
+}
+
+// edit is a body a person fixed, already checked as publish checks a claim.
+type edit struct {
+	body []byte
+	guid string // its guid: the message_id of a copy whose dead letter had none
+	by   string // what edited it, for the header
+}
+
+// Replay is the command: replayDead, each note printed as it comes (a
+// refusal on stderr), then the count. A refusal or a named ID not in
+// claim.dead is a failure.
+func Replay(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) error {
+	f := newFilter(c)
+	t, err := replayDead(ctx, b, f.selection(), rules{force: c.Force, maxReplays: c.MaxReplays, hooks: c.Hooks}, func(n note) {
+		if n.failed() {
+			fmt.Fprintf(stderr, "dlq: %s\n", n.text())
+		} else {
+			fmt.Fprintln(stdout, n.text())
+		}
+	})
+	fmt.Fprintf(stdout, "dlq: %s\n", t)
+	if err != nil {
+		return err
+	}
+	missing := f.missing(stderr, b)
+	if t.refused+t.capped+missing > 0 {
+		return fail.Errorf(fail.Failed, "%d over -max-replays, %d refused by the broker, %d named ID(s) not in claim.dead", t.capped, t.refused, missing)
+	}
+	return nil
+}
+
+// replayDead publishes a copy of each selected dead letter to eai.claim
+// and acks the dead copy only after the broker confirmed and routed the
+// copy. The order is the whole point: ack first and a crash before the
+// publish loses the claim; publish first and a crash before the ack leaves
+// a duplicate, which the consumer's dedup record absorbs.
+//
+// It is the one replay of this program: dlq replay and every retry of dlq
+// serve (one, a group, an edited claim) go through it, so the page is
+// exactly as safe as the command. tell is called for each dead letter
+// acted on or skipped.
+func replayDead(ctx context.Context, b *Browser, sel selection, r rules, tell func(note)) (tally, error) {
+	ch, err := b.conn.Channel()
+	if err == nil {
+		err = topo.RequireExchange(ch, topo.Exchange)
+	}
+	if err != nil {
+		return tally{}, fail.Broker(err, topo.ErrMissing)
+	}
+	defer ch.Close()
+	p, err := confirm.New(ch, replayWindow, 10*time.Second)
+	if err != nil {
+		return tally{}, fail.New(fail.Unavailable, err)
+	}
+	rp := &replayer{p: p, rules: r, tell: tell, sent: map[string]bool{}}
+	err = b.walk(ctx, sel.limit, func(m *dead) (bool, error) {
+		if !sel.selects(m) {
+			return true, nil
+		}
+		return true, rp.take(ctx, m)
+	})
+	if err == nil {
+		err = rp.flush(ctx)
+	}
+	return rp.tally, err
+}
+
+// replayer is one replay under way.
+type replayer struct {
+	p *confirm.Publisher
+	rules
+	tally
+	tell  func(note)
+	sent  map[string]bool // the keys replayed (or being replayed) in this run
+	batch []*dead         // published (or to be) and not yet acked
+}
+
+func (rp *replayer) report(n note) { rp.add(n); rp.tell(n) }
+
+// take queues m for a replay, or reports why it is skipped; a full batch
+// is flushed.
+func (rp *replayer) take(ctx context.Context, m *dead) error {
+	switch {
+	case rp.sent[m.Key]:
+		// A second copy of a claim replayed in this run (published
+		// twice, or dead-lettered again already): one try per run.
+		rp.report(note{noteAgain, m.Key, ""})
+		return nil
+	case m.Known && m.Rec.Delivered() && !rp.force:
+		rp.report(note{noteDelivered, m.Key, ""})
+		return nil
+	case m.Replays >= int64(rp.maxReplays) && !rp.force && rp.edit == nil:
+		// An edited claim is the fix this limit asks for.
+		rp.report(note{noteCapped, m.Key, fmt.Sprintf("replayed %d times already (-max-replays %d)", m.Replays, rp.maxReplays)})
+		return nil
+	}
+	rp.sent[m.Key] = true
+	rp.batch = append(rp.batch, m)
+	if len(rp.batch) == replayWindow {
+		return rp.flush(ctx)
+	}
+	return nil
+}
+
+// flush publishes the batch's copies, awaits their confirms, and then
+// acks the dead copies of those the broker took.
+func (rp *replayer) flush(ctx context.Context) error {
+	if len(rp.batch) == 0 {
+		return nil
+	}
+	byTag := make(map[uint64]*dead, len(rp.batch))
+	for _, m := range rp.batch {
+		tag, err := rp.p.Publish(ctx, topo.Exchange, topo.RoutingKey, copyOf(m, rp.edit))
+		if err != nil {
+			return fail.New(fail.Unavailable, fmt.Errorf("publish copy of %s: %w", field(m.Key), err))
+		}
+		byTag[tag] = m
+	}
+	var ok []*dead
+	for range rp.batch {
+		out, err := rp.p.Await()
+		if err != nil {
+			// Outcome unknown: the dead copies stay, so the worst case
+			// is a duplicate.
+			return fail.New(fail.TempFail, fmt.Errorf("%w; the dead letters of this batch stay in claim.dead", err))
+		}
+		m := byTag[out.Tag]
+		switch {
+		case out.Acked:
+			ok = append(ok, m)
+		case out.Returned != "":
+			rp.report(note{noteRefused, m.Key, "unroutable (" + field(out.Returned) + "); run topology"})
+		default:
+			rp.report(note{noteRefused, m.Key, "the broker nacked the copy"})
+		}
+	}
+	if rp.hooks.AfterConfirm != nil {
+		if err := rp.hooks.AfterConfirm(); err != nil {
+			return err
+		}
+	}
+	for _, m := range ok {
+		if err := m.d.Ack(false); err != nil {
+			return fail.New(fail.Unavailable, fmt.Errorf("ack dead copy of %s (its replay is queued; the dead copy stays): %w", field(m.Key), err))
+		}
+		rp.report(note{noteReplayed, m.Key, ""})
+	}
+	rp.batch = rp.batch[:0]
+	return nil
+}
+
+// copyOf is the message to replay: the claim as it was first published
+// (or as a person edited it), without the broker's dead-letter headers,
+// with the replay count, and for an edit the edit header.
+func copyOf(m *dead, e *edit) amqp.Publishing {
+	d := m.d
+	headers := amqp.Table{}
+	for k, v := range d.Headers {
+		if k == "x-death" || strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, "x-last-death-") {
+			continue
+		}
+		headers[k] = v
+	}
+	headers[replayHeader] = m.Replays + 1
+	body := d.Body
+	if e != nil {
+		sum := sha256.Sum256(d.Body)
+		headers[editHeader] = amqp.Table{
+			"at":              time.Now().UTC().Truncate(time.Second),
+			"by":              e.by,
+			"previous_sha256": hex.EncodeToString(sum[:]),
+		}
+		body = e.body
+	}
+	id := d.MessageId
+	if id == "" && e != nil {
+		id = e.guid // as publish sets it
+	}
+	return amqp.Publishing{
+		Headers:       headers,
+		ContentType:   d.ContentType,
+		DeliveryMode:  amqp.Persistent,
+		MessageId:     id,
+		CorrelationId: d.CorrelationId,
+		Timestamp:     d.Timestamp,
+		AppId:         d.AppId,
+		Body:          body,
+	}
+}

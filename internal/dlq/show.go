@@ -1,0 +1,126 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+	"unicode/utf8"
+
+	"eaimq/internal/fail"
+)
+
+// shown is the JSON form of show: the row, the properties, the headers,
+// the attempt log and the body.
+type shown struct {
+	Row
+	ContentType  string         `json:"content_type,omitempty"`
+	DeliveryMode uint8          `json:"delivery_mode"`
+	Timestamp    time.Time      `json:"timestamp,omitzero"`
+	AppID        string         `json:"app_id,omitempty"`
+	Headers      map[string]any `json:"headers,omitempty"`
+	History      []AttemptRow   `json:"history"`
+	Body         string         `json:"body,omitempty"`
+	BodyBase64   []byte         `json:"body_base64,omitempty"` // a body that is not UTF-8
+}
+
+// AttemptRow is the JSON form of one attempt of show's history.
+type AttemptRow struct {
+	At          time.Time `json:"at"`
+	Redelivered bool      `json:"redelivered"`
+	Status      int       `json:"status"`
+	Error       string    `json:"error,omitempty"`
+	Action      string    `json:"action"`
+	Reason      string    `json:"reason"`
+	LatencyMS   int64     `json:"latency_ms"`
+}
+
+// Show prints the one dead letter c.IDs names on w, in full: properties,
+// headers, the attempt history from the store and the body, as text or
+// (c.JSON) one JSON object.
+func Show(ctx context.Context, b *Browser, c Config, w io.Writer) error {
+	f := newFilter(c)
+	var m *dead
+	err := b.walk(ctx, c.Limit, func(d *dead) (bool, error) {
+		if f.selects(d) {
+			m = d
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return fail.Errorf(fail.Failed, "no dead letter with id %q in claim.dead%s", clip(esc(c.IDs[0], false), fieldWidth), b.beyond())
+	}
+	history := []AttemptRow{}
+	if b.store != nil {
+		as, err := b.store.Attempts(ctx, m.Key)
+		if err != nil {
+			return fail.New(fail.IO, fmt.Errorf("read the attempts of %s from the store %s: %w", field(m.Key), b.store.Path(), err))
+		}
+		for _, a := range as {
+			history = append(history, AttemptRow{At: a.At, Redelivered: a.Redelivered, Status: a.Status, Error: a.Error,
+				Action: a.Outcome.Action.String(), Reason: a.Outcome.Reason.String(), LatencyMS: a.Latency.Milliseconds()})
+		}
+	}
+	if c.JSON {
+		d := m.d
+		s := shown{Row: toRow(m), ContentType: d.ContentType, DeliveryMode: d.DeliveryMode, Timestamp: d.Timestamp,
+			AppID: d.AppId, Headers: d.Headers, History: history}
+		if utf8.Valid(d.Body) {
+			s.Body = string(d.Body)
+		} else {
+			s.BodyBase64 = d.Body
+		}
+		return writeJSON(w, s)
+	}
+	writeShown(w, m, b.store != nil, history)
+	return nil
+}
+
+// writeShown is show's text: every field from the message escaped (and
+// clipped), the body's newlines and tabs kept.
+func writeShown(w io.Writer, m *dead, stored bool, history []AttemptRow) {
+	d := m.d
+	fmt.Fprintf(w, "message_id:    %s\n", field(d.MessageId))
+	if m.Key != d.MessageId {
+		fmt.Fprintf(w, "store key:     %s\n", field(m.Key))
+	}
+	ts := "-"
+	if !d.Timestamp.IsZero() {
+		ts = d.Timestamp.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "claim_id:      %s\ncontent_type:  %s\ndelivery_mode: %d\ntimestamp:     %s\napp_id:        %s\n",
+		field(m.ClaimID), field(d.ContentType), d.DeliveryMode, ts, field(d.AppId))
+	fmt.Fprintf(w, "headers:\n")
+	if len(d.Headers) == 0 {
+		fmt.Fprintf(w, "  none\n")
+	}
+	writeHeaders(w, "  ", d.Headers)
+	fmt.Fprintf(w, "reason:        %s\n", field(m.why()))
+	if m.Known {
+		fmt.Fprintf(w, "record:        state %s, %d partner call(s), last status %d %s\n", field(string(m.Rec.State)), m.Rec.Attempts,
+			m.Rec.LastStatus, field(m.Rec.LastError))
+	}
+	if stored {
+		fmt.Fprintf(w, "attempts (failures and decisions; a success is the record's last status):\n")
+		if len(history) == 0 {
+			fmt.Fprintf(w, "  none on record\n")
+		}
+		for _, a := range history {
+			fmt.Fprintf(w, "  %s  redelivered=%-5v status=%-3d action=%-7s reason=%-17s %s %s\n", a.At.UTC().Format(time.RFC3339),
+				a.Redelivered, a.Status, a.Action, a.Reason, time.Duration(a.LatencyMS)*time.Millisecond, field(a.Error))
+		}
+	}
+	body := d.Body
+	fmt.Fprintf(w, "body (%d bytes):\n", len(body))
+	if len(body) > bodyWidth {
+		body = body[:bodyWidth]
+	}
+	fmt.Fprintf(w, "%s\n", esc(string(body), true))
+	if len(body) < len(d.Body) {
+		fmt.Fprintf(w, "… %d more bytes (dlq -json show prints the whole body)\n", len(d.Body)-len(body))
+	}
+}

@@ -1,0 +1,112 @@
+package dlq
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"eaimq/internal/claimid"
+	"eaimq/internal/dlqweb"
+	"eaimq/internal/fail"
+	"eaimq/internal/topo"
+)
+
+// selector is what a web action selects: one dead letter, or a group.
+func selector(t dlqweb.Target) func(*dead) bool {
+	if t.ID != "" {
+		return named(t.ID)
+	}
+	return func(m *dead) bool { id, _, _ := groupOf(m); return id == t.Group }
+}
+
+// arrived counts the dead letters that came into claim.dead while an
+// action ran: what it holds now, less what it held when the walk started
+// and the action took out. It closes the walk's channel first, so that the
+// dead letters the walk held unacked are back and counted.
+func arrived(b *Browser, removed int) (int, error) {
+	b.Close()
+	ch, err := b.conn.Channel()
+	if err != nil {
+		return 0, fail.New(fail.Unavailable, err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(topo.DeadQueue, true, false, false, false, nil)
+	if err != nil {
+		return 0, fail.New(fail.Unavailable, fmt.Errorf("count %s: %w", topo.DeadQueue, err))
+	}
+	return max(0, q.Messages-(b.total-removed)), nil
+}
+
+func (w *web) Retry(ctx context.Context, t dlqweb.Target) (dlqweb.Report, error) {
+	return w.replay(ctx, "retry", t, nil)
+}
+
+func (w *web) replay(ctx context.Context, action string, t dlqweb.Target, e *edit) (dlqweb.Report, error) {
+	rep := dlqweb.Report{Action: action}
+	err := w.session(ctx, func(b *Browser) error {
+		r := rules{maxReplays: w.c.MaxReplays, edit: e, hooks: w.c.Hooks}
+		n, err := replayDead(ctx, b, selection{w.c.Limit, selector(t)}, r, func(n note) {
+			rep.Lines = append(rep.Lines, n.text())
+		})
+		rep.Replayed, rep.Delivered, rep.Again, rep.Refused = n.replayed, n.delivered, n.again, n.capped+n.refused
+		rep.NotFound = len(rep.Lines) == 0
+		if err != nil {
+			return err
+		}
+		rep.Arrived, err = arrived(b, n.replayed)
+		return err
+	})
+	return rep, err
+}
+
+func (w *web) Purge(ctx context.Context, t dlqweb.Target) (dlqweb.Report, error) {
+	rep := dlqweb.Report{Action: "purge"}
+	err := w.session(ctx, func(b *Browser) error {
+		n, err := purgeDead(ctx, b, selection{w.c.Limit, selector(t)}, true, func(key string) {
+			rep.Lines = append(rep.Lines, "deleted "+field(key))
+		})
+		rep.Purged, rep.NotFound = n, n == 0
+		if err != nil {
+			return err
+		}
+		rep.Arrived, err = arrived(b, n)
+		return err
+	})
+	return rep, err
+}
+
+// checkEdit checks an edited body as publish checks a claim file, and that
+// it stays the same claim: its guid is the dead letter's message_id (or
+// guid), since the copy keeps that message_id and the consumer's dedup
+// record is filed under it. Only a dead letter that had no usable id (a
+// sha256: key) may get one.
+func checkEdit(id string, body []byte) (string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", fmt.Errorf("%w: the body is empty", dlqweb.ErrInvalid)
+	}
+	if len(body) > dlqweb.MaxBody {
+		return "", fmt.Errorf("%w: larger than the %d-byte limit (publish's -max-bytes)", dlqweb.ErrInvalid, dlqweb.MaxBody)
+	}
+	guid, err := claimid.Guid(body)
+	if err != nil {
+		return "", fmt.Errorf("%w: not a claim publish would send: %v", dlqweb.ErrInvalid, err)
+	}
+	if !strings.HasPrefix(id, "sha256:") && guid != id {
+		return "", fmt.Errorf("%w: the guid is %q, and must stay %q: the copy keeps its message_id", dlqweb.ErrInvalid, field(guid), field(id))
+	}
+	return guid, nil
+}
+
+func (w *web) CheckEdit(id string, body []byte) error {
+	_, err := checkEdit(id, body)
+	return err
+}
+
+func (w *web) EditRetry(ctx context.Context, id string, body []byte) (dlqweb.Report, error) {
+	guid, err := checkEdit(id, body)
+	if err != nil {
+		return dlqweb.Report{Action: "edit"}, err
+	}
+	return w.replay(ctx, "edit", dlqweb.Target{ID: id}, &edit{body: body, guid: guid, by: "dlq serve"})
+}
