@@ -51,6 +51,9 @@ type Store interface {
 	Finish(ctx context.Context, id string, a claim.Attempt) (claim.Outcome, error)
 	// Get returns the record of id; found is false when there is none.
 	Get(ctx context.Context, id string) (rec claim.Record, found bool, err error)
+	// Records returns the records of ids that exist, by id: Get for many
+	// ids in few round trips (dlq reads a page of dead letters at once).
+	Records(ctx context.Context, ids []string) (map[string]claim.Record, error)
 	// Attempts returns the attempt log of id, oldest first.
 	Attempts(ctx context.Context, id string) ([]claim.Attempt, error)
 	// Prune deletes the done records delivered before olderThan, and

@@ -424,6 +424,42 @@ func TestReadAPI(t *testing.T) {
 	})
 }
 
+// TestRecords: Records is Get for many ids at once, odd ids included, and
+// leaves out the ids without a record.
+func TestRecords(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		s := openStore(t, be.location(t), Options{})
+		ids := []string{"plain", "a\x00b", "\xff\xfe", `\x41`}
+		for i := range 1200 {
+			ids = append(ids, fmt.Sprintf("many-%04d", i))
+		}
+		for _, id := range ids {
+			if _, err := s.Finish(ctx, id, claim.Attempt{Status: 422, Outcome: claim.OutRejected, Detail: "rejected", Called: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b, err := s.Begin(ctx, "held", "C-held", true, time.Minute); err != nil || b.Result != claim.Acquired {
+			t.Fatal(b, err)
+		}
+		got, err := s.Records(ctx, append(ids, "held", "none-such"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(ids)+1 {
+			t.Fatalf("%d records, want %d", len(got), len(ids)+1)
+		}
+		for _, id := range append(ids, "held") {
+			want, _, _ := s.Get(ctx, id)
+			if g := got[id]; g.MessageID != id || g.State != want.State || g.Outcome != want.Outcome || g.ClaimID != want.ClaimID {
+				t.Errorf("%q: %+v, want %+v", id, g, want)
+			}
+		}
+		if _, found := got["none-such"]; found {
+			t.Error("an id without a record is in the map")
+		}
+	})
+}
+
 // TestReadOnly: dlq opens the store read-only: it reads, it never writes,
 // and it does not create or migrate a store.
 func TestReadOnly(t *testing.T) {

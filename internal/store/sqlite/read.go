@@ -5,36 +5,24 @@ import (
 	"database/sql"
 	"eaimq/internal/claim"
 	"errors"
+	"strings"
 	"time"
 )
 
-// Get returns the record of id; found is false when there is none.
-func (s *Store) Get(ctx context.Context, id string) (rec claim.Record, found bool, err error) {
+// recordColumns are what Get and Records read of a claims row, in scan's
+// order.
+const recordColumns = `message_id, state, claim_id, attempts, failures, last_status,
+	last_error, dead_reason, reason, updated_at, done_at`
+
+// scan reads one claims row of recordColumns.
+func scan(row interface{ Scan(...any) error }) (rec claim.Record, err error) {
 	var claimID, lastErr, dead, reason sql.NullString
 	var lastStatus, doneAt sql.NullInt64
 	var updated int64
 	var state string
-	err = s.db.QueryRowContext(ctx, `SELECT message_id, state, claim_id, attempts, failures, last_status,
-		last_error, dead_reason, reason, updated_at, done_at FROM claims WHERE message_id = ?`, id).
-		Scan(&rec.MessageID, &state, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &reason, &updated, &doneAt)
-	found = err == nil
-	if errors.Is(err, sql.ErrNoRows) {
-		err = nil
-	}
+	err = row.Scan(&rec.MessageID, &state, &claimID, &rec.Attempts, &rec.Failures, &lastStatus, &lastErr, &dead, &reason, &updated, &doneAt)
 	if err != nil {
-		return claim.Record{}, false, err
-	}
-	if c, held := s.soloHeld(id); held {
-		// In progress in this solo store: in memory, not in the file.
-		if !found {
-			rec = claim.Record{MessageID: id, ClaimID: c.claimID, UpdatedAt: time.Now()}
-		}
-		rec.State, rec.Failures = claim.StateInFlight, c.failures
-		rec.Outcome = claim.Outcome{Action: claim.NoAction, Reason: claim.StoredReason(reason.String)}
-		return rec, true, nil
-	}
-	if !found {
-		return claim.Record{}, false, nil
+		return claim.Record{}, err
 	}
 	rec.ClaimID, rec.LastError, rec.DeadReason = claimID.String, lastErr.String, dead.String
 	rec.State = claim.ParseState(state)
@@ -44,7 +32,78 @@ func (s *Store) Get(ctx context.Context, id string) (rec claim.Record, found boo
 	if doneAt.Valid {
 		rec.DoneAt = time.UnixMilli(doneAt.Int64)
 	}
-	return rec, true, nil
+	return rec, nil
+}
+
+// Get returns the record of id; found is false when there is none.
+func (s *Store) Get(ctx context.Context, id string) (rec claim.Record, found bool, err error) {
+	rec, err = scan(s.db.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM claims WHERE message_id = ?`, id))
+	found = err == nil
+	if errors.Is(err, sql.ErrNoRows) {
+		err = nil
+	}
+	if err != nil {
+		return claim.Record{}, false, err
+	}
+	rec, found = s.withHeld(id, rec, found)
+	return rec, found, nil
+}
+
+// withHeld is rec (found or not) as a claim held in memory by this solo
+// store shows it: in progress, in memory, not in the file.
+func (s *Store) withHeld(id string, rec claim.Record, found bool) (claim.Record, bool) {
+	c, held := s.soloHeld(id)
+	if !held {
+		return rec, found
+	}
+	if !found {
+		rec = claim.Record{MessageID: id, ClaimID: c.claimID, UpdatedAt: time.Now()}
+	}
+	rec.State, rec.Failures = claim.StateInFlight, c.failures
+	rec.Outcome = claim.Outcome{Action: claim.NoAction, Reason: rec.Outcome.Reason}
+	return rec, true
+}
+
+// recordsChunk bounds the ids of one query of Records (SQLite's limit on
+// a statement's parameters is far above it).
+const recordsChunk = 500
+
+// Records returns the records of ids that exist, by id: Get for many ids
+// in a few queries.
+func (s *Store) Records(ctx context.Context, ids []string) (map[string]claim.Record, error) {
+	out := make(map[string]claim.Record, len(ids))
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), recordsChunk)]
+		ids = ids[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT `+recordColumns+` FROM claims WHERE message_id IN (?`+
+			strings.Repeat(",?", len(chunk)-1)+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			rec, err := scan(rows)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[rec.MessageID] = rec
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		for _, id := range chunk {
+			rec, found := out[id]
+			if rec, found = s.withHeld(id, rec, found); found {
+				out[id] = rec
+			}
+		}
+	}
+	return out, nil
 }
 
 // Attempts returns the attempt log of id, oldest first.
