@@ -35,12 +35,13 @@ type config struct {
 
 // flags are the consumer's flags as the flag package fills them in.
 type flags struct {
-	claim, sync, accept, logLevel, logFormat, retryDelays, metricsAddr, retain *string
-	maxSeconds                                                                 *float64
-	prefetch, pauseAfter                                                       *int
-	httpTimeout                                                                *time.Duration
-	json, pauseWhenDown                                                        *bool
-	failOnDead                                                                 *float64 // nil unless given
+	claim, sync, accept, retryDelays, retain *string
+	logLevel, logFormat, metricsAddr         *string
+	maxSeconds                               *float64
+	prefetch, pauseAfter                     *int
+	httpTimeout                              *time.Duration
+	json, pauseWhenDown                      *bool
+	failOnDead                               *float64 // nil unless given
 }
 
 func defineFlags(fs *flag.FlagSet) *flags {
@@ -131,6 +132,10 @@ func (f *flags) relayConfig(getenv func(string) string) (relay.Config, error) {
 	if err != nil {
 		return relay.Config{}, fail.New(fail.Usage, err)
 	}
+	maxRun := time.Duration(*f.maxSeconds * float64(time.Second))
+	if *f.maxSeconds > 0 && maxRun == 0 {
+		maxRun = 1 // below a nanosecond is still a deadline, and it has passed
+	}
 	amqpURL := broker.URL(getenv)
 	if _, err := broker.VHost(amqpURL); err != nil {
 		return relay.Config{}, fail.Errorf(fail.Usage, "%s: %w", broker.EnvURL, err)
@@ -139,8 +144,7 @@ func (f *flags) relayConfig(getenv func(string) string) (relay.Config, error) {
 		URL: amqpURL, Getenv: getenv, Claims: endpoint,
 		Prefetch: *f.prefetch, HTTPTimeout: *f.httpTimeout, Accept: accept,
 		Store: store.Path(getenv), Sync: mode,
-		MaxRun: time.Duration(*f.maxSeconds * float64(time.Second)),
-		Retry:  plan, PauseWhenDown: *f.pauseWhenDown, PauseAfter: *f.pauseAfter,
+		MaxRun: maxRun, Retry: plan, PauseWhenDown: *f.pauseWhenDown, PauseAfter: *f.pauseAfter,
 		MetricsAddr: *f.metricsAddr, Retain: keep, JSON: *f.json, FailOnDead: f.failOnDead,
 	}, nil
 }

@@ -58,6 +58,8 @@ func TestParseConfig(t *testing.T) {
 			"--metrics-addr", "127.0.0.1:9464", "--log-format", "json", "--retain", "90d",
 		}, map[string]string{broker.EnvURL: "amqp://u:p@broker:5672/claims", store.EnvPath: "/var/lib/eaimq/p.db"},
 			everything, slog.LevelDebug, true},
+		{"--max-seconds below a nanosecond is a deadline", []string{"--claim", "http://127.0.0.1:9202", "--max-seconds", "1e-12"}, nil,
+			func() relay.Config { c := defaults; c.MaxRun = 1; return c }(), slog.LevelInfo, false},
 		{"--fail-on-dead 0", []string{"--claim", "http://127.0.0.1:9202", "--fail-on-dead", "0", "--log-level", "warn"}, nil,
 			func() relay.Config { c, zero := defaults, 0.0; c.FailOnDead = &zero; return c }(), slog.LevelWarn, false},
 	} {
