@@ -12,6 +12,7 @@ import (
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
+	"eaimq/internal/relay"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -24,6 +25,7 @@ type harness struct {
 	partner *claimsys.Server
 	url     string
 	db      string
+	hooks   relay.Hooks // the consumers this harness starts step in here
 }
 
 func newHarness(t testing.TB) *harness {
@@ -57,7 +59,7 @@ func (h *harness) start(args ...string) *consumer {
 	c := &consumer{stop: stop, kill: kill, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		err := run(soft, hard, append([]string{"--claim", h.url}, args...), h.getenv(), &c.stdout, &c.stderr)
+		err := runHooked(h.hooks, soft, hard, append([]string{"--claim", h.url}, args...), h.getenv(), &c.stdout, &c.stderr)
 		cli.Report(&c.stderr, "consumer", err)
 		c.code = cli.Code(err)
 	}()

@@ -281,8 +281,8 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("the second signal did not end the run within 2s (the partner takes 3s)")
 	}
-	if c.code != exitForced {
-		t.Errorf("exit %d, want %d", c.code, exitForced)
+	if c.code != cli.ExitInterrupted {
+		t.Errorf("exit %d, want %d", c.code, cli.ExitInterrupted)
 	}
 	t.Logf("exited %s after the second signal", time.Since(start).Round(time.Millisecond))
 	brokertest.Eventually(t, 10*time.Second, "all five back in claim.in", func() bool {

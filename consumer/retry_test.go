@@ -14,6 +14,7 @@ import (
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
+	"eaimq/internal/relay"
 	"eaimq/internal/retry"
 	"eaimq/internal/topo"
 )
@@ -115,7 +116,7 @@ func TestDelayedRetriesThenDLQ(t *testing.T) {
 	if n := h.calls("dl-busy"); n != 3 {
 		t.Errorf("called %d times, want 3 (the first try and 2 retries)", n)
 	}
-	var s summary
+	var s relay.Summary
 	json.Unmarshal([]byte(c.stdout.String()), &s)
 	if s.Delayed != 2 || s.FailedTwice != 1 || s.Requeued != 0 {
 		t.Errorf("summary %+v", s)

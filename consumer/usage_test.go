@@ -12,6 +12,7 @@ import (
 
 	"eaimq/internal/brokertest"
 	"eaimq/internal/cli"
+	"eaimq/internal/relay"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -85,14 +86,14 @@ func TestJSONSummary(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("fields %v, want %v", got, want)
 	}
-	var s summary
+	var s relay.Summary
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatal(err)
 	}
 	seconds := s.Seconds
 	s.Seconds = 0
 	// 3 + the duplicate + 2 + the BUSY claim twice.
-	wantSum := summary{Received: 8, Delivered: 3, Duplicates: 1, Requeued: 1, DeadLettered: 3, Rejected: 2, FailedTwice: 1}
+	wantSum := relay.Summary{Received: 8, Delivered: 3, Duplicates: 1, Requeued: 1, DeadLettered: 3, Rejected: 2, FailedTwice: 1}
 	if s != wantSum || seconds <= 0 {
 		t.Errorf("summary %+v (seconds %v), want %+v", s, seconds, wantSum)
 	}

@@ -10,7 +10,6 @@ package metrics
 
 import (
 	"context"
-	"eaimq/internal/claim"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"eaimq/internal/claim"
 )
 
 // Consumer is the consumer's metrics.
@@ -35,13 +36,6 @@ type Consumer struct {
 	paused    prometheus.Gauge
 	pausedSec prometheus.Counter
 	commit    prometheus.Histogram
-}
-
-// Outcomes are the outcomes whose series exist from the start (at 0), so
-// that rate() and increase() see the first claim of each.
-var Outcomes = []claim.Outcome{
-	claim.OutDelivered, claim.OutDuplicate, claim.OutRetry, claim.OutDelayed, claim.OutRejected,
-	claim.OutFailed, claim.OutNoID, claim.OutUnexpected, claim.OutUnsendable,
 }
 
 // Classes are the partner call classes: the status class, or "error" when
@@ -98,7 +92,9 @@ func New() *Consumer {
 	m.reg.MustRegister(m.received, m.claims, m.calls, m.latency, m.dedup, m.inFlight, m.retries,
 		m.paused, m.pausedSec, m.commit,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, o := range Outcomes {
+	// Every outcome's series exists from the start (at 0), so that rate()
+	// and increase() see the first claim of each.
+	for _, o := range claim.Outcomes {
 		m.claims.WithLabelValues(o.Word(), o.Reason.String())
 	}
 	for _, c := range Classes {

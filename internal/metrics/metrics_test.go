@@ -2,13 +2,14 @@ package metrics
 
 import (
 	"context"
-	"eaimq/internal/claim"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"eaimq/internal/claim"
 )
 
 func get(t *testing.T, url string) (int, string) {

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
-	"eaimq/internal/cli"
 	"eaimq/internal/confirm"
+	"eaimq/internal/fail"
 	"eaimq/internal/retry"
 	"eaimq/internal/topo"
 )
@@ -78,24 +78,24 @@ func (x *delayer) send(ctx context.Context, d amqp.Delivery, delay time.Duration
 // dead-letters back to claim.in, before the first claim is taken: a copy
 // sent to a missing queue would be returned, and the claim could not wait.
 func (r *relay) checkRetryQueues(conn *amqp.Connection) error {
-	if r.plan == nil {
+	if r.cfg.Retry == nil {
 		return nil
 	}
-	remedy := fmt.Sprintf("run topology -retry-delays %s", r.plan)
-	for _, d := range r.plan.Queues() {
+	remedy := fmt.Sprintf("run topology -retry-delays %s", r.cfg.Retry)
+	for _, d := range r.cfg.Retry.Queues() {
 		name := retry.QueueName(d)
 		st, differs, err := topo.CheckRetryQueue(conn, name, d)
 		switch {
 		case broker.Code(err) == amqp.AccessRefused:
 			// It exists (the passive declare passed), but this user may not
 			// redeclare it, as with claim.in: warn, and trust topology.
-			r.log.Warn("cannot verify a delay queue's arguments (no configure permission); assuming topology declared them", "queue", name)
+			r.cfg.Log.Warn("cannot verify a delay queue's arguments (no configure permission); assuming topology declared them", "queue", name)
 		case err != nil:
-			return cli.Exit(cli.ExitUnavailable, err)
+			return fail.New(fail.Unavailable, err)
 		case st == topo.RetryMissing:
-			return cli.Exitf(cli.ExitConfig, "delay queue %s does not exist in this vhost: %s", name, remedy)
+			return fail.Errorf(fail.Config, "delay queue %s does not exist in this vhost: %s", name, remedy)
 		case st == topo.RetryDiffers:
-			return cli.Exitf(cli.ExitConfig, "delay queue %s differs from what --retry-delays needs (%s): delete it when empty, then %s", name, differs, remedy)
+			return fail.Errorf(fail.Config, "delay queue %s differs from what --retry-delays needs (%s): delete it when empty, then %s", name, differs, remedy)
 		}
 	}
 	return nil
@@ -104,6 +104,6 @@ func (r *relay) checkRetryQueues(conn *amqp.Connection) error {
 // delayMissing is the error that ends the run when a delay queue went away
 // mid-run: the claim in hand stays in claim.in, unacked.
 func (r *relay) delayMissing(err error) error {
-	return cli.Exitf(cli.ExitConfig, "%v: no claim can wait for its retry, so none is sent there. "+
-		"The claims stay in %s; run topology -retry-delays %s, then start the consumer again", err, topo.Queue, r.plan)
+	return fail.Errorf(fail.Config, "%v: no claim can wait for its retry, so none is sent there. "+
+		"The claims stay in %s; run topology -retry-delays %s, then start the consumer again", err, topo.Queue, r.cfg.Retry)
 }

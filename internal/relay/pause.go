@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"eaimq/internal/metrics"
+	"eaimq/internal/partner"
 )
 
 // pauser stops the consumer from burning claims into the DLQ while the
@@ -59,13 +60,13 @@ func (p *pauser) wait(ctx context.Context) bool {
 
 // note counts one call's answer; a run of `after` calls without one
 // pauses, and starts the probe (bounded by ctx, the run).
-func (p *pauser) note(ctx context.Context, a answer) {
+func (p *pauser) note(ctx context.Context, a partner.Answer) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if a.status != 0 {
+	if a.Status != 0 {
 		p.downs = 0
 		return
 	}
@@ -77,7 +78,7 @@ func (p *pauser) note(ctx context.Context, a answer) {
 	p.open = make(chan struct{})
 	p.since = time.Now()
 	p.pauses++
-	p.why = fmt.Sprintf("%d calls in a row without an answer, the last: %s", p.downs, a.excerpt)
+	p.why = fmt.Sprintf("%d calls in a row without an answer, the last: %s", p.downs, a.Excerpt)
 	p.log.Warn("claim system down: pausing (claims stay in claim.in; probing until it answers)", "why", p.why)
 	p.metrics.Paused()
 	go p.probeUntilUp(ctx)

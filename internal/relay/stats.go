@@ -1,42 +1,32 @@
-package main
+package relay
 
 import (
-	"eaimq/internal/claim"
 	"encoding/json"
 	"fmt"
 	"io"
 	"sync/atomic"
 	"time"
+
+	"eaimq/internal/claim"
 )
 
 // stats counts outcomes for the summary at exit: the claim.Outcome the
 // consumer acted on, as it is, never re-derived from a status.
 type stats struct {
 	received  atomic.Int64
-	outcomes  [len(outcomeIndex)]atomic.Int64
+	outcomes  [len(claim.Outcomes)]atomic.Int64 // by Outcome.Index
 	ackErrors atomic.Int64
 }
 
-// outcomeIndex numbers the outcomes the summary counts.
-var outcomeIndex = [...]claim.Outcome{
-	claim.OutDelivered, claim.OutDuplicate, claim.OutRetry, claim.OutDelayed, claim.OutRejected,
-	claim.OutFailed, claim.OutNoID, claim.OutUnexpected, claim.OutUnsendable,
-}
-
 func (s *stats) count(o claim.Outcome) {
-	for i, x := range outcomeIndex {
-		if x == o {
-			s.outcomes[i].Add(1)
-			return
-		}
+	if i := o.Index(); i >= 0 {
+		s.outcomes[i].Add(1)
 	}
 }
 
 func (s *stats) n(o claim.Outcome) int64 {
-	for i, x := range outcomeIndex {
-		if x == o {
-			return s.outcomes[i].Load()
-		}
+	if i := o.Index(); i >= 0 {
+		return s.outcomes[i].Load()
 	}
 	return 0
 }
@@ -44,7 +34,7 @@ func (s *stats) n(o claim.Outcome) int64 {
 // dead is the number of claims dead-lettered in this run.
 func (s *stats) dead() int64 {
 	var n int64
-	for i, x := range outcomeIndex {
+	for i, x := range claim.Outcomes {
 		if x.Action == claim.DeadLetter {
 			n += s.outcomes[i].Load()
 		}
@@ -52,9 +42,9 @@ func (s *stats) dead() int64 {
 	return n
 }
 
-// summary is what the run did, counted once and printed as text or JSON
+// Summary is what the run did, counted once and printed as text or JSON
 // from the same numbers.
-type summary struct {
+type Summary struct {
 	Received     int64   `json:"received"`
 	Delivered    int64   `json:"delivered"`
 	Duplicates   int64   `json:"duplicates"`
@@ -76,10 +66,10 @@ type summary struct {
 
 // settled is the claims this run finished with: delivered, skipped as
 // duplicates, or dead-lettered (a requeued or delayed copy comes back).
-func (m summary) settled() int64 { return m.Delivered + m.Duplicates + m.DeadLettered }
+func (m Summary) settled() int64 { return m.Delivered + m.Duplicates + m.DeadLettered }
 
-func (s *stats) summary(elapsed time.Duration) summary {
-	return summary{
+func (s *stats) summary(elapsed time.Duration) Summary {
+	return Summary{
 		Received:     s.received.Load(),
 		Delivered:    s.n(claim.OutDelivered),
 		Duplicates:   s.n(claim.OutDuplicate),
@@ -99,7 +89,7 @@ func (s *stats) summary(elapsed time.Duration) summary {
 // writeText is the line on stdout at exit: what a person or a script reads.
 // The clauses of the new flags appear only when they did something, so
 // that the lab's line stays the lab's.
-func (m summary) writeText(w io.Writer) {
+func (m Summary) writeText(w io.Writer) {
 	delayed, paused := "", ""
 	if m.Delayed > 0 {
 		delayed = fmt.Sprintf(", %d sent to delay queues", m.Delayed)
@@ -114,7 +104,7 @@ func (m summary) writeText(w io.Writer) {
 }
 
 // writeJSON is the same summary as one JSON object on one line (-json).
-func (m summary) writeJSON(w io.Writer) {
+func (m Summary) writeJSON(w io.Writer) {
 	b, _ := json.Marshal(m) // plain numbers: cannot fail
 	w.Write(append(b, '\n'))
 }

@@ -1,4 +1,9 @@
-package main
+// Package partner is the consumer's HTTP client of the claim system: it
+// posts one claim and reports the answer as it came (status, the start of
+// the body, the transport error, the latency, a Retry-After), and probes
+// whether the claim system answers at all. What an answer means for the
+// claim is decided elsewhere (relay's decide); this package only talks.
+package partner
 
 import (
 	"bytes"
@@ -8,51 +13,30 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"eaimq/internal/redact"
 	"eaimq/internal/retry"
 )
 
-// partner posts claims to the claim system.
-type partner struct {
+// Client posts claims to the claim system.
+type Client struct {
 	client  *http.Client
 	url     string // .../v1/claims
 	timeout time.Duration
 }
 
-// claimsURL makes <base>/v1/claims from the --claim value, with or without a
-// trailing slash, and accepts a value that already ends in /v1/claims.
-func claimsURL(base string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return "", fmt.Errorf("--claim %s is not an http(s) URL with a host (example: http://127.0.0.1:9202)", redact.URL(base))
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return "", fmt.Errorf("--claim %s: port %s is not from 1 to 65535", redact.URL(base), p)
-		}
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	if !strings.HasSuffix(u.Path, "/v1/claims") {
-		u.Path += "/v1/claims"
-	}
-	u.RawPath = ""
-	return u.String(), nil
-}
-
-func newPartner(claimsURL string, conns int, timeout time.Duration) *partner {
+// New makes a client of claimsURL (the claim system's .../v1/claims) for
+// up to conns calls at once, each bounded by timeout.
+func New(claimsURL string, conns int, timeout time.Duration) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// Keep at least one idle connection per concurrent call, or every call
 	// past the second opens a new TCP connection.
 	tr.MaxIdleConns = max(conns, 2) * 2
 	tr.MaxIdleConnsPerHost = max(conns, 2)
 	tr.DisableCompression = true
-	return &partner{
+	return &Client{
 		client: &http.Client{
 			Transport: tr,
 			Timeout:   timeout,
@@ -64,28 +48,31 @@ func newPartner(claimsURL string, conns int, timeout time.Duration) *partner {
 	}
 }
 
-// answer is what one call got.
-type answer struct {
-	status  int    // 0 when there was no answer
-	excerpt string // start of the response body, or the transport error
-	err     error
-	latency time.Duration
-	// retryAfter is a 429's or 503's Retry-After (0 when none): with
+// URL is the claims URL the client posts to.
+func (p *Client) URL() string { return p.url }
+
+// Answer is what one call got.
+type Answer struct {
+	Status  int    // 0 when there was no answer
+	Excerpt string // start of the response body, or the transport error
+	Err     error
+	Latency time.Duration
+	// RetryAfter is a 429's or 503's Retry-After (0 when none): with
 	// --retry-delays, the claim is not retried sooner.
-	retryAfter time.Duration
+	RetryAfter time.Duration
 }
 
-// post sends body unchanged. The Idempotency-Key (IETF httpapi draft) lets a
+// Post sends body unchanged. The Idempotency-Key (IETF httpapi draft) lets a
 // partner that honours it make harmless the one window we cannot close: it
 // answered 201 and we died before recording it.
 //
 // traceparent, when the message carried a valid W3C one, is forwarded as
 // it is, so that the partner's traces join the publisher's.
-func (p *partner) post(ctx context.Context, body []byte, contentType, id, traceparent string) answer {
+func (p *Client) Post(ctx context.Context, body []byte, contentType, id, traceparent string) Answer {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
-		return answer{err: err, excerpt: err.Error()}
+		return Answer{Err: err, Excerpt: err.Error()}
 	}
 	if contentType == "" {
 		contentType = "application/json"
@@ -104,23 +91,23 @@ func (p *partner) post(ctx context.Context, body []byte, contentType, id, tracep
 	req.GetBody = nil
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return answer{err: err, excerpt: p.describe(err), latency: time.Since(start)}
+		return Answer{Err: err, Excerpt: p.describe(err), Latency: time.Since(start)}
 	}
 	defer resp.Body.Close()
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	// Read the rest (bounded) so the connection goes back to the pool.
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	a := answer{status: resp.StatusCode, excerpt: excerpt(head), latency: time.Since(start)}
-	if a.status == http.StatusTooManyRequests || a.status == http.StatusServiceUnavailable {
-		a.retryAfter = retry.RetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	a := Answer{Status: resp.StatusCode, Excerpt: Excerpt(head), Latency: time.Since(start)}
+	if a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable {
+		a.RetryAfter = retry.RetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	return a
 }
 
-// probe asks whether the claim system answers at all (--pause-when-down):
+// Probe asks whether the claim system answers at all (--pause-when-down):
 // a GET of the claims URL, whose status does not matter, only that an HTTP
 // answer came. No claim is sent.
-func (p *partner) probe(ctx context.Context) error {
+func (p *Client) Probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, min(p.timeout, 5*time.Second))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
@@ -137,7 +124,7 @@ func (p *partner) probe(ctx context.Context) error {
 }
 
 // describe shortens a transport error to what an operator needs.
-func (p *partner) describe(err error) string {
+func (p *Client) describe(err error) string {
 	var ne net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -149,11 +136,11 @@ func (p *partner) describe(err error) string {
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return fmt.Sprintf("timeout after %s", p.timeout)
 	}
-	return excerpt([]byte(err.Error()))
+	return Excerpt([]byte(err.Error()))
 }
 
-// excerpt is the first 200 bytes of b on one line.
-func excerpt(b []byte) string {
+// Excerpt is the first 200 bytes of b on one line.
+func Excerpt(b []byte) string {
 	s := strings.Join(strings.Fields(string(b)), " ")
 	if len(s) > 200 {
 		s = s[:200] + "…"

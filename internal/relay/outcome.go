@@ -1,7 +1,6 @@
-package main
+package relay
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,9 +33,9 @@ import (
 // consumer died before calling the partner (no failure yet, so it keeps its
 // retry), and a record alone would also cover an older copy of a
 // republished claim (a fresh copy gets its retry again).
-func decide(status int, accept acceptSet, redelivered bool, priorFailures int) claim.Outcome {
+func decide(status int, accept AcceptSet, redelivered bool, priorFailures int) claim.Outcome {
 	switch {
-	case accept.has(status):
+	case accept.Has(status):
 		return claim.OutDelivered
 	case status >= 200 && status < 300:
 		return claim.OutUnexpected
@@ -66,32 +65,19 @@ func delayed(out claim.Outcome, plan retry.Plan, done int, retryAfter time.Durat
 	return claim.OutFailed, 0
 }
 
-// acceptSet is the set of statuses that mean "delivered". The contract
+// AcceptSet is the set of statuses that mean "delivered". The contract
 // says 201 alone; --accept-status widens it for a partner that documents
 // another 2xx as acceptance.
-type acceptSet []int
+type AcceptSet []int
 
-func (a acceptSet) has(status int) bool { return slices.Contains(a, status) }
+// Has says whether status means delivered.
+func (a AcceptSet) Has(status int) bool { return slices.Contains(a, status) }
 
-func (a acceptSet) String() string {
+// String is the set as --accept-status takes it: 201,202.
+func (a AcceptSet) String() string {
 	s := make([]string, len(a))
 	for i, v := range a {
 		s[i] = strconv.Itoa(v)
 	}
 	return strings.Join(s, ",")
-}
-
-// parseAccept reads --accept-status: 2xx codes, comma-separated.
-func parseAccept(v string) (acceptSet, error) {
-	var out acceptSet
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 200 || n > 299 {
-			return nil, fmt.Errorf("--accept-status %q: a comma-separated list of 2xx statuses, such as 201,202", v)
-		}
-		if !out.has(n) {
-			out = append(out, n)
-		}
-	}
-	return out, nil
 }

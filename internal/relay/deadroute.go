@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
-	"eaimq/internal/cli"
+	"eaimq/internal/fail"
 	"eaimq/internal/topo"
 )
 
@@ -80,7 +80,59 @@ func (r *deadRoute) verify() error {
 // record, so that after topology runs again its redelivered copy is
 // dead-lettered without another call.
 func routeMissing(err error) error {
-	return cli.Exitf(cli.ExitConfig, "%v: a rejected claim would be dropped by the broker, so none is rejected. "+
+	return fail.Errorf(fail.Config, "%v: a rejected claim would be dropped by the broker, so none is rejected. "+
 		"The claims stay in %s; run topology to declare %s, %s and their binding, then start the consumer again",
 		err, topo.Queue, topo.DLX, topo.DeadQueue)
+}
+
+// checkDeadLettering makes sure a reject(requeue=false) dead-letters a
+// claim rather than drops it: claim.in must carry the contract's
+// x-dead-letter-* arguments (redeclaring it with them is a no-op when they
+// match, a 406 when they differ), and eai.dlx, claim.dead and their binding
+// must exist (dead-lettering into a missing route silently drops the
+// message). It probes on a channel of its own, since a 406 or 404 closes the
+// channel. A user without configure permission cannot redeclare; then the
+// arguments go unchecked, with a warning, rather than the consumer refusing
+// to run. It reports whether this user may bind (see deadRoute).
+func (r *relay) checkDeadLettering(conn *amqp.Connection) (canBind bool, err error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return false, fail.New(fail.Unavailable, fmt.Errorf("open channel: %w", err))
+	}
+	// claim.in may be classic (the lab's) or quorum (topology -queue-type
+	// quorum): check it against the arguments of the type it is.
+	for _, q := range topo.QueuesIn(conn) {
+		if q.Name != topo.Queue {
+			continue
+		}
+		if err := topo.DeclareQueue(ch, q); err != nil {
+			if broker.Code(err) == amqp.AccessRefused {
+				r.cfg.Log.Warn("cannot verify claim.in's dead-letter arguments (no configure permission); assuming topology declared them")
+				if ch, err = conn.Channel(); err != nil {
+					return false, fail.New(fail.Unavailable, fmt.Errorf("open channel: %w", err))
+				}
+				continue
+			}
+			if broker.Code(err) == amqp.PreconditionFailed {
+				return false, fail.Errorf(fail.Config, "%s differs from the contract, so a rejected claim could be dropped instead of dead-lettered: %s (run topology to see the remedy)", topo.Queue, broker.Reason(err))
+			}
+			return false, fail.New(fail.Unavailable, fmt.Errorf("check %s arguments: %w", topo.Queue, err))
+		}
+	}
+	ch.Close()
+	// The rest of the route: the same check as before every reject.
+	canBind = true
+	err = newDeadRoute(conn, true).verify()
+	if broker.Code(err) == amqp.AccessRefused {
+		r.cfg.Log.Warn("cannot verify the binding eai.dlx -> claim.dead (no permission to bind); checking that both exist")
+		canBind = false
+		err = newDeadRoute(conn, false).verify()
+	}
+	switch {
+	case errors.Is(err, errRouteMissing):
+		return false, routeMissing(err)
+	case err != nil:
+		return false, fail.New(fail.Unavailable, err)
+	}
+	return canBind, nil
 }

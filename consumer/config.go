@@ -1,0 +1,185 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"eaimq/internal/broker"
+	"eaimq/internal/cli"
+	"eaimq/internal/fail"
+	"eaimq/internal/redact"
+	"eaimq/internal/relay"
+	"eaimq/internal/retry"
+	"eaimq/internal/store"
+)
+
+// maxRunSeconds bounds --max-seconds (a year): far beyond any run, and far
+// below the overflow of a time.Duration.
+const maxRunSeconds = 365 * 24 * 3600
+
+// config is what the flags and the environment ask of this run, checked:
+// the relay's Config (all but its logger, which writes to stderr), and the
+// logger's level and format.
+type config struct {
+	relay   relay.Config
+	level   slog.Level
+	logJSON bool
+}
+
+// flags are the consumer's flags as the flag package fills them in.
+type flags struct {
+	claim, sync, accept, retryDelays, retain *string
+	logLevel, logFormat, metricsAddr         *string
+	maxSeconds                               *float64
+	prefetch, pauseAfter                     *int
+	httpTimeout                              *time.Duration
+	json, pauseWhenDown                      *bool
+	failOnDead                               *float64 // nil unless given
+}
+
+func defineFlags(fs *flag.FlagSet) *flags {
+	f := &flags{
+		claim:         fs.String("claim", "", "claim system `URL` (POSTs go to URL/v1/claims)"),
+		maxSeconds:    fs.Float64("max-seconds", 0, "run for `seconds`, then drain and exit (0: until a signal)"),
+		prefetch:      fs.Int("prefetch", 5, "`n` deliveries unacked and in flight at once (basic.qos)"),
+		httpTimeout:   fs.Duration("http-timeout", 10*time.Second, "longest partner call (`duration`)"),
+		sync:          fs.String("sync", "full", "durability of a record before its ack: `mode` full (survives power loss) or normal (survives a crash)"),
+		accept:        fs.String("accept-status", "201", "comma-separated 2xx `statuses` that mean delivered (only 201 unless the partner documents more)"),
+		logLevel:      fs.String("log-level", "info", "`level`: debug, info, warn, error"),
+		json:          fs.Bool("json", false, "print the summary as one JSON object"),
+		retryDelays:   fs.String("retry-delays", "", "retry a transient failure after each of `delays` such as 1s,10s,1m (one retry each) in delay queues, instead of requeueing once; needs topology -retry-delays"),
+		pauseWhenDown: fs.Bool("pause-when-down", false, "stop taking claims while the claim system does not answer, probe it, and resume when it does"),
+		pauseAfter:    fs.Int("pause-after", 3, "with --pause-when-down: pause after `n` calls in a row without an answer"),
+	}
+	fs.Func("fail-on-dead", "exit 1 when more than `percent` of the claims this run settled were dead-lettered (0 to 100)", func(v string) error {
+		p, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(p >= 0 && p <= 100) {
+			return errors.New("want a percentage from 0 to 100")
+		}
+		f.failOnDead = &p
+		return nil
+	})
+	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on `host:port` (such as 127.0.0.1:9464)")
+	f.logFormat = fs.String("log-format", "text", "log `format` on stderr: text or json")
+	f.retain = fs.String("retain", "", "prune the records of claims delivered longer ago than `age` (90d, 36h; default: keep them)")
+	return f
+}
+
+// parseConfig reads args and the environment (getenv) into a config. It
+// touches no broker and no file: -h and -version write to stdout, a flag
+// mistake to stderr, and every mistake is an error that maps to exit 2.
+func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("consumer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := defineFlags(fs)
+	if err := cli.Flags(fs, doc, args, stdout); err != nil {
+		return config{}, err
+	}
+	var level slog.Level
+	switch {
+	case fs.NArg() > 0:
+		return config{}, cli.Usagef("unexpected argument %q", fs.Arg(0))
+	case *f.claim == "":
+		return config{}, cli.Usagef("--claim URL is required")
+	case !(*f.maxSeconds >= 0 && *f.maxSeconds <= maxRunSeconds): // NaN fails both
+		return config{}, cli.Usagef("--max-seconds must be a number from 0 to %d (0: until a signal), not %v", maxRunSeconds, *f.maxSeconds)
+	case *f.prefetch < 1 || *f.prefetch > 65535:
+		return config{}, cli.Usagef("--prefetch must be between 1 and 65535")
+	case *f.httpTimeout < time.Millisecond || *f.httpTimeout > time.Hour:
+		return config{}, cli.Usagef("--http-timeout must be from 1ms to 1h, not %s", *f.httpTimeout)
+	case level.UnmarshalText([]byte(*f.logLevel)) != nil:
+		return config{}, cli.Usagef("--log-level must be debug, info, warn or error")
+	case *f.logFormat != "text" && *f.logFormat != "json":
+		return config{}, cli.Usagef("--log-format must be text or json, not %q", *f.logFormat)
+	case *f.pauseAfter < 1 || *f.pauseAfter > 1000:
+		return config{}, cli.Usagef("--pause-after must be from 1 to 1000")
+	}
+	rc, err := f.relayConfig(getenv)
+	return config{relay: rc, level: level, logJSON: *f.logFormat == "json"}, err
+}
+
+// relayConfig reads the flags whose values take parsing, in the order a
+// mistake is reported, and the broker's address.
+func (f *flags) relayConfig(getenv func(string) string) (relay.Config, error) {
+	var plan *retry.Plan
+	if *f.retryDelays != "" {
+		p, err := retry.Parse(*f.retryDelays)
+		if err != nil {
+			return relay.Config{}, fail.New(fail.Usage, err)
+		}
+		plan = &p
+	}
+	keep, err := store.ParseAge(*f.retain)
+	if err != nil {
+		return relay.Config{}, cli.Usagef("--retain %v", err)
+	}
+	mode := strings.ToLower(*f.sync)
+	if mode != "full" && mode != "normal" {
+		return relay.Config{}, cli.Usagef("--sync must be full or normal, not %q", *f.sync)
+	}
+	accept, err := parseAccept(*f.accept)
+	if err != nil {
+		return relay.Config{}, fail.New(fail.Usage, err)
+	}
+	endpoint, err := claimsURL(*f.claim)
+	if err != nil {
+		return relay.Config{}, fail.New(fail.Usage, err)
+	}
+	maxRun := time.Duration(*f.maxSeconds * float64(time.Second))
+	if *f.maxSeconds > 0 && maxRun == 0 {
+		maxRun = 1 // below a nanosecond is still a deadline, and it has passed
+	}
+	amqpURL := broker.URL(getenv)
+	if _, err := broker.VHost(amqpURL); err != nil {
+		return relay.Config{}, fail.Errorf(fail.Usage, "%s: %w", broker.EnvURL, err)
+	}
+	return relay.Config{
+		URL: amqpURL, Getenv: getenv, Claims: endpoint,
+		Prefetch: *f.prefetch, HTTPTimeout: *f.httpTimeout, Accept: accept,
+		Store: store.Path(getenv), Sync: mode,
+		MaxRun: maxRun, Retry: plan, PauseWhenDown: *f.pauseWhenDown, PauseAfter: *f.pauseAfter,
+		MetricsAddr: *f.metricsAddr, Retain: keep, JSON: *f.json, FailOnDead: f.failOnDead,
+	}, nil
+}
+
+// parseAccept reads --accept-status: 2xx codes, comma-separated.
+func parseAccept(v string) (relay.AcceptSet, error) {
+	var out relay.AcceptSet
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 200 || n > 299 {
+			return nil, fmt.Errorf("--accept-status %q: a comma-separated list of 2xx statuses, such as 201,202", v)
+		}
+		if !out.Has(n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// claimsURL makes <base>/v1/claims from the --claim value, with or without a
+// trailing slash, and accepts a value that already ends in /v1/claims.
+func claimsURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return "", fmt.Errorf("--claim %s is not an http(s) URL with a host (example: http://127.0.0.1:9202)", redact.URL(base))
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("--claim %s: port %s is not from 1 to 65535", redact.URL(base), p)
+		}
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	if !strings.HasSuffix(u.Path, "/v1/claims") {
+		u.Path += "/v1/claims"
+	}
+	u.RawPath = ""
+	return u.String(), nil
+}

@@ -1,0 +1,187 @@
+package relay
+
+import (
+	"context"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/claim"
+	"eaimq/internal/claimid"
+	"eaimq/internal/partner"
+	"eaimq/internal/retry"
+	"eaimq/internal/trace"
+)
+
+// delivery is one delivery in a worker's hands, with what was read off it.
+type delivery struct {
+	amqp.Delivery
+	id string   // the dedup key
+	tp string   // the W3C traceparent to forward, when it carries one
+	lg claimLog // its log line
+}
+
+// later is a delayed retry's plan: the delay, and the retries before it.
+type later struct {
+	delay time.Duration
+	done  int
+}
+
+// handle processes one delivery to its end: ack, requeue or dead-letter.
+func (r *relay) handle(soft context.Context, ad amqp.Delivery) {
+	r.stats.received.Add(1)
+	r.metrics.Received()
+	r.metrics.InFlight(1)
+	defer r.metrics.InFlight(-1)
+	// The dedup key: the message_id, else the body's guid taken byte-exact
+	// and exact-case (claimid, the rule publish applies), else a body hash.
+	guid, claimID := claimid.Peek(ad.Body)
+	d := &delivery{Delivery: ad, id: claim.Key(ad.MessageId, guid, ad.Body)}
+	var traceID string
+	d.tp, traceID = trace.From(ad.Headers)
+	d.lg = claimLog{r.cfg.Log, d.id, claimID, traceID, d.Redelivered}
+	if d.MessageId == "" && guid == "" {
+		// Nothing to deduplicate on: processing it could never be made
+		// exactly-once, so it goes to the DLQ with the reason on record
+		// under a key made from the body.
+		r.settle(d, claim.OutNoID, "")
+		return
+	}
+	// A claim whose id or content type cannot be put into an HTTP request
+	// as it is would fail the same way every time: a permanent failure of
+	// its own, decided before any call and without burning its retry.
+	if err := claimid.HeaderValue(d.id); err != nil {
+		r.settle(d, claim.OutUnsendable, "message_id as Idempotency-Key: "+err.Error())
+		return
+	}
+	if err := claimid.HeaderValue(d.ContentType); err != nil {
+		r.settle(d, claim.OutUnsendable, "content_type: "+err.Error())
+		return
+	}
+
+	// Two copies of one claim in this process: the second waits for the
+	// first's outcome, then finds the record.
+	release, ok := r.flight.acquire(r.hard, d.id)
+	if !ok {
+		return
+	}
+	defer release()
+	if prior, ok := r.begin(soft, d, claimID); ok {
+		r.call(soft, d, prior)
+	}
+}
+
+// begin takes the claim in the store for this holder and returns its
+// transient failures on record. It returns false when the delivery needs
+// no call: acted on already (delivered or dead-lettered before), or left
+// unacked because the run ended or the store failed.
+func (r *relay) begin(soft context.Context, d *delivery, claimID string) (prior int, ok bool) {
+	for {
+		// While the claim system is down (--pause-when-down) no call
+		// starts: this delivery waits here unacked, before Begin takes
+		// the claim, so that no lease runs out during a long pause.
+		// The run may have ended while this copy waited: a new call now
+		// would outlive --max-seconds. It stays unacked and goes back to
+		// the queue when the channel closes.
+		if !r.pause.wait(soft) || soft.Err() != nil {
+			return 0, false
+		}
+		b, err := r.store.Begin(r.hard, d.id, claimID, !d.Redelivered, r.lease)
+		if err != nil {
+			r.storeFailed(d.lg, err)
+			return 0, false
+		}
+		switch b.Result {
+		case claim.Done:
+			// Delivered before (this copy is a redelivery, or the
+			// publisher sent it twice): ack without calling the partner.
+			r.act(d, claim.OutDuplicate, "", partner.Answer{}, later{})
+			return 0, false
+		case claim.DeadBefore:
+			// Dead-lettered before, and the reject never reached the
+			// broker: reject again, with the decision on record, without
+			// a call.
+			r.act(d, b.Prior, "the decision on record: rejected again without a call", partner.Answer{}, later{})
+			return 0, false
+		case claim.Acquired:
+			return b.Failures, true
+		}
+		// Another consumer process is calling the partner with this id
+		// right now: wait for its outcome rather than call twice.
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-soft.Done():
+			return 0, false // stays unacked; the broker gives it back at close
+		case <-r.hard.Done():
+			return 0, false
+		}
+	}
+}
+
+// call posts the claim to the partner, decides the outcome of its answer,
+// records it, then acts on it.
+func (r *relay) call(soft context.Context, d *delivery, prior int) {
+	r.answered.Add(1)
+	a := r.partner.Post(r.hard, d.Body, d.ContentType, d.id, d.tp)
+	if a.Err != nil && r.hard.Err() != nil {
+		// Forced exit mid-call: the outcome is unknown, so nothing is
+		// recorded and nothing acked; the copy goes back to the queue.
+		r.answered.Done()
+		return
+	}
+	r.metrics.Call(a.Status, a.Latency)
+	r.pause.note(soft, a)
+	out := decide(a.Status, r.cfg.Accept, d.Redelivered, prior)
+	var wait later
+	if r.cfg.Retry != nil {
+		// --retry-delays replaces the lab's requeue-once rule: the count
+		// is the copy's own retries, carried in its headers.
+		wait.done = retry.Done(d.Headers)
+		prior = wait.done
+		out, wait.delay = delayed(out, *r.cfg.Retry, wait.done, a.RetryAfter)
+	}
+	if hook := r.cfg.Hooks.AfterAnswer; hook != nil {
+		hook(out)
+	}
+	// Record first, then ack. If we die between the two, the redelivered
+	// copy is acked as a duplicate (or, for a dead letter, rejected again)
+	// instead of calling the partner again. The other way round, a crash
+	// would lose the record and call twice. The record is written even
+	// after a second signal: an answer in hand is the one thing that must
+	// not be thrown away.
+	detail := out.Describe(a.Status, prior)
+	commit := time.Now()
+	recorded, err := r.store.Finish(context.WithoutCancel(r.hard), d.id, claim.Attempt{
+		At: time.Now(), Redelivered: d.Redelivered, Status: a.Status, Error: a.Excerpt,
+		Outcome: out, Detail: detail, Latency: a.Latency, Called: true,
+	})
+	r.metrics.Commit(time.Since(commit))
+	r.answered.Done()
+	if err != nil {
+		r.storeFailed(d.lg, err)
+		return
+	}
+	if r.hard.Err() != nil {
+		return // recorded; the redelivered copy meets the record
+	}
+	if recorded != out {
+		detail = "delivered meanwhile by another consumer"
+	}
+	r.act(d, recorded, detail, a, wait)
+}
+
+// settle records an outcome decided without calling the partner, then
+// acts on it.
+func (r *relay) settle(d *delivery, out claim.Outcome, why string) {
+	detail := out.Describe(0, 0)
+	if why != "" {
+		detail += ": " + why
+	}
+	if _, err := r.store.Finish(context.WithoutCancel(r.hard), d.id, claim.Attempt{
+		Redelivered: d.Redelivered, Outcome: out, Detail: detail, Error: partner.Excerpt([]byte(why)),
+	}); err != nil {
+		r.storeFailed(d.lg, err)
+		return
+	}
+	r.act(d, out, detail, partner.Answer{}, later{})
+}
