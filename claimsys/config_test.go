@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"errors"
-	"flag"
-	"strings"
+	"eaimq/internal/clitest"
+	"io"
 	"testing"
 	"time"
-
-	"eaimq/internal/cli"
 )
 
 // TestParseConfig: every flag in its -flag and --flag forms, each range,
@@ -55,25 +51,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "--version", args: []string{"--version"}, msg: "claimsys "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			got, err := parseConfig(tc.args, &stdout, &stderr)
-			switch {
-			case errors.Is(err, flag.ErrHelp):
-				if !strings.HasPrefix(stdout.String(), tc.msg) || tc.msg == "" || stderr.Len() != 0 {
-					t.Errorf("stdout %q, stderr %q; want stdout to start %q", stdout.String(), stderr.String(), tc.msg)
-				}
-			case tc.code != 0:
-				if cli.Code(err) != tc.code || !strings.HasPrefix(err.Error()+"\n", tc.msg) {
-					t.Errorf("error %v (exit %d), want exit %d: %q", err, cli.Code(err), tc.code, tc.msg)
-				}
-			case err != nil:
-				t.Errorf("error %v, want %+v", err, tc.want)
-			case got != tc.want:
-				t.Errorf("config %+v, want %+v", got, tc.want)
-			}
-			if err == nil && stdout.Len()+stderr.Len() != 0 {
-				t.Errorf("printed %q %q for a good config", stdout.String(), stderr.String())
-			}
+			clitest.CheckConfig(t, func(o, e io.Writer) (config, error) { return parseConfig(tc.args, o, e) }, tc.want, tc.code, tc.msg)
 		})
 	}
 }

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"errors"
-	"flag"
-	"reflect"
-	"strings"
+	"io"
 	"testing"
 	"time"
 
 	"eaimq/internal/broker"
-	"eaimq/internal/cli"
+	"eaimq/internal/clitest"
 	"eaimq/internal/retry"
 	"eaimq/internal/topo"
 )
@@ -72,26 +68,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "an unusable address", url: "amqp://guest:guest@127.0.0.1:99999/x", code: 2, msg: "invalid AMQP URL amqp://guest:xxxxx@127.0.0.1:99999/x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
 			getenv := func(k string) string { return map[string]string{broker.EnvURL: tc.url}[k] }
-			got, err := parseConfig(tc.args, getenv, &stdout, &stderr)
-			switch {
-			case errors.Is(err, flag.ErrHelp):
-				if !strings.HasPrefix(stdout.String(), tc.msg) || tc.msg == "" || stderr.Len() != 0 {
-					t.Errorf("stdout %q, stderr %q; want stdout to start %q", stdout.String(), stderr.String(), tc.msg)
-				}
-			case tc.code != 0:
-				if cli.Code(err) != tc.code || !strings.HasPrefix(err.Error()+"\n", tc.msg) {
-					t.Errorf("error %v (exit %d), want exit %d: %q", err, cli.Code(err), tc.code, tc.msg)
-				}
-			case err != nil:
-				t.Errorf("error %v, want %+v", err, tc.want)
-			case !reflect.DeepEqual(got, tc.want):
-				t.Errorf("config %+v, want %+v", got, tc.want)
-			}
-			if err == nil && stdout.Len()+stderr.Len() != 0 {
-				t.Errorf("printed %q %q for a good config", stdout.String(), stderr.String())
-			}
+			clitest.CheckConfig(t, func(o, e io.Writer) (config, error) { return parseConfig(tc.args, getenv, o, e) }, tc.want, tc.code, tc.msg)
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"eaimq/internal/claim"
+	"eaimq/internal/store/group"
 )
 
 // The writer groups the outcome records of the claims this store holds
@@ -44,23 +45,7 @@ type recordRes struct {
 // writer takes every request that is waiting and commits them together.
 func (s *Store) writer() {
 	defer close(s.written)
-	batch := make([]*recordReq, 0, groupMax)
-	for r := range s.reqs {
-		batch = append(batch[:0], r)
-	more:
-		for len(batch) < groupMax {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break more
-				}
-				batch = append(batch, r)
-			default:
-				break more
-			}
-		}
-		s.commitGroup(batch)
-	}
+	group.Commit(s.reqs, groupMax, s.commitGroup)
 }
 
 // commitGroup writes batch in one transaction, in two round trips: the

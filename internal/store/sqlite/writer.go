@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"eaimq/internal/store/group"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,23 +39,7 @@ type request struct {
 // docs/figures.md.)
 func (s *Store) writer() {
 	defer close(s.stopped)
-	batch := make([]*request, 0, 128)
-	for r := range s.reqs {
-		batch = append(batch[:0], r)
-	more:
-		for len(batch) < cap(batch) {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break more
-				}
-				batch = append(batch, r)
-			default:
-				break more
-			}
-		}
-		s.commit(batch)
-	}
+	group.Commit(s.reqs, 128, s.commit)
 }
 
 // commit runs batch in one transaction, makes its durable requests
