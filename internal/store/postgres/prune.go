@@ -10,10 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DefaultPruneBatch is the number of records Prune looks at per
-// transaction when it is given no batch.
-const DefaultPruneBatch = 500
-
 // Prune deletes the done records older than olderThan and their attempt
 // logs, batch records examined per transaction; as the SQLite store does (sqlite.Store.Prune). A record
 // whose claim lock another session holds (a consumer's Begin reading it
@@ -22,9 +18,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Time, batch int) (int,
 	if s.readOnly {
 		return 0, errReadOnly
 	}
-	if batch <= 0 {
-		batch = DefaultPruneBatch
-	}
+	batch = max(batch, 1) // the caller's (store.PruneBatch)
 	after, total := "", 0
 	for {
 		var hi *string

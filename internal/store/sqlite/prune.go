@@ -8,10 +8,6 @@ import (
 	"eaimq/internal/claim"
 )
 
-// DefaultPruneBatch is the number of records Prune looks at per
-// transaction when it is given no batch.
-const DefaultPruneBatch = 500
-
 // Prune deletes the done records (delivered, and duplicates of delivered
 // claims) whose delivery is older than olderThan, and their attempt logs,
 // batch records examined per transaction; never a claim in flight, waiting
@@ -26,9 +22,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Time, batch int) (int,
 	if s.readOnly {
 		return 0, errReadOnly
 	}
-	if batch <= 0 {
-		batch = DefaultPruneBatch
-	}
+	batch = max(batch, 1) // the caller's (store.PruneBatch)
 	cutoff := olderThan.UnixMilli()
 	after, total := "", 0
 	for {
