@@ -97,7 +97,7 @@ func (w *world) account(scenario string, published []string, boundDup int, bound
 }
 
 // TestMain writes the fault table to $EAIMQ_FAULT_REPORT when set
-// (scripts/faults.sh does, for the README).
+// (scripts/faults.sh does, for docs/fault-suite.md).
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if path := os.Getenv("EAIMQ_FAULT_REPORT"); path != "" && len(report) > 0 {
