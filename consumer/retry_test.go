@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/brokertest"
+	"eaimq/internal/claim"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
 	"eaimq/internal/relay"
@@ -153,5 +154,62 @@ func TestDelayedRetryQuorum(t *testing.T) {
 	}
 	if !strings.Contains(c.stdout.String(), "1 delivered") || !strings.Contains(c.stdout.String(), "1 sent to delay queues") {
 		t.Errorf("summary: %s", c.stdout.String())
+	}
+}
+
+// TestDelayedRetryDoesNotFork is the fault row for the retry that forked in
+// a soak: a claim's delayed copy is confirmed and recorded, and then the
+// original's ack is lost with its connection (the hook closes the channel
+// between the record and the ack, for each step, once). The redelivered
+// original meets the record of its step and is acked without a call, so
+// the claim keeps one lineage: called once per step (3 with two delays),
+// one copy in claim.dead, and never a second copy in a delay queue.
+func TestDelayedRetryDoesNotFork(t *testing.T) {
+	h := newHarness(t)
+	declareDelays(t, h, topo.Classic, time.Second, 2*time.Second)
+	var mu sync.Mutex
+	lost := map[int]bool{} // the steps whose ack the fault took
+	h.hooks.BeforeAct = func(d amqp.Delivery, out claim.Outcome) {
+		if out.Action != claim.Delay {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		step := retry.Done(d.Headers)
+		if lost[step] {
+			return
+		}
+		// The fault, held until it really happened: the channel is closed
+		// before the ack of a delayed copy already confirmed and recorded.
+		if ch, ok := d.Acknowledger.(*amqp.Channel); ok && ch.Close() == nil {
+			lost[step] = true
+		}
+	}
+	h.vh.PublishClaims(t, brokertest.Claim("fork-1", "BUSY-fork", "r.pdf"))
+	c := h.runUntil("dead-lettered", func() bool { return h.vh.Depth(t, topo.DeadQueue) == 1 && h.drained() },
+		"--retry-delays", "1s,2s", "--json")
+	mu.Lock()
+	if len(lost) != 2 {
+		t.Fatalf("the fault happened at %d step(s), want both (0 and 1): %v", len(lost), lost)
+	}
+	mu.Unlock()
+	if n := h.calls("fork-1"); n != 3 {
+		t.Errorf("called %d times, want 3: the first try and one after each delay", n)
+	}
+	var s relay.Summary
+	if err := json.Unmarshal([]byte(c.stdout.String()), &s); err != nil {
+		t.Fatalf("summary: %v: %s", err, c.stdout.String())
+	}
+	if s.Superseded != 2 || s.FailedTwice != 1 {
+		t.Errorf("summary %+v: want the 2 redelivered originals acked as superseded, 1 dead-lettered", s)
+	}
+	if !strings.Contains(c.stdout.String(), `"superseded":2`) {
+		t.Errorf("summary JSON: %s", c.stdout.String())
+	}
+	h.assertQueues(0, 0, 1)
+	for _, q := range []string{"claim.retry.1s", "claim.retry.2s"} {
+		if n := h.vh.Depth(t, q); n != 0 {
+			t.Errorf("%s holds %d: a second lineage", q, n)
+		}
 	}
 }

@@ -201,7 +201,7 @@ func record(b *testing.B, db string, n int, guid func(int) string) {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 				id := guid(i)
-				if _, err := st.Begin(ctx, id, fmt.Sprintf("C-%06d", i), true, time.Minute); err != nil {
+				if _, err := st.Begin(ctx, id, claim.Copy{ClaimID: fmt.Sprintf("C-%06d", i), Fresh: true}, time.Minute); err != nil {
 					b.Error(err)
 					return
 				}

@@ -16,10 +16,16 @@ const (
 	// without calling the partner: the decision is on record, and calling
 	// again would be a call the decision already ruled out.
 	DeadBefore
+	// StepDone: the step of this copy was carried out already (with
+	// --retry-delays: its delayed copy is confirmed in a delay queue, or
+	// the claim was dead-lettered after it), and this copy is one an ack
+	// lost with its connection left behind. Ack it without a call: acted
+	// on again, it would fork the claim into two lineages of retries.
+	StepDone
 )
 
 func (b BeginResult) String() string {
-	return [...]string{"acquired", "done", "busy", "dead before"}[b]
+	return [...]string{"acquired", "done", "busy", "dead before", "step done"}[b]
 }
 
 // Begun is what Begin found of a message_id.
@@ -30,6 +36,18 @@ type Begun struct {
 	Failures int
 	// Prior is the dead-letter decision on record (DeadBefore).
 	Prior Outcome
+	// Restart: a first try of a fresh copy (a claim published again, or
+	// replayed) takes the claim, and its lineage starts over (Acquired).
+	Restart bool
+}
+
+// Copy is what a delivery says of itself when a holder begins work on it.
+type Copy struct {
+	ClaimID string // the body's claimId, kept on the record for people
+	Fresh   bool   // not a redelivery
+	// Step is the retries behind the copy (consumer --retry-delays: the
+	// delay queues it came through; retry.Done), 0 for a first try.
+	Step int
 }
 
 // Found is what a store read of a claim's record when a holder began work
@@ -44,36 +62,47 @@ type Found struct {
 	// the claim's advisory lock, which its Begin holds before it reads
 	// (so there it is always false).
 	HeldElsewhere bool
+	// Lineage is the first step whose copy is still to be acted on: the
+	// step after the last one carried out (see StepDone).
+	Lineage int
 }
 
-// Begin decides what a Begin that found f does; every backend calls it,
-// so that the rule is written once. fresh says the delivery is not a
-// redelivery.
+// Begin decides what a Begin that found f does for copy c; every backend
+// calls it, so that the rule is written once.
 //
 //	found                          result
 //	no record                      Acquired, no failures
 //	done                           Done: ack without a call
 //	dead, a redelivered copy       DeadBefore: reject again without a call
+//	a step carried out already     StepDone: ack without a call
+//	  (c.Step below the lineage;     (a first try of a fresh copy is a
+//	  not a first try of a fresh     claim published again or replayed:
+//	  copy)                          it starts over instead)
 //	dead, a fresh copy             Acquired: a replay is what it is for
 //	in flight for a live holder    Busy: wait for its outcome
 //	anything else                  Acquired (a stale holder's claim too)
 //
 // A fresh copy starts its failure count from zero, so that a republished
 // or replayed claim gets its one retry again; a redelivered one keeps the
-// count on record.
-func Begin(f Found, fresh bool) Begun {
+// count on record. The dead-letter decision goes before the lineage for a
+// redelivered copy: its reject may have been lost with its connection,
+// and only rejecting again is sure to leave the claim in claim.dead.
+func Begin(f Found, c Copy) Begun {
+	first := c.Fresh && c.Step == 0
 	switch {
 	case f.State == StateNone:
-		return Begun{Result: Acquired}
+		return Begun{Result: Acquired, Restart: first}
 	case f.State == StateDone:
 		return Begun{Result: Done}
-	case f.State == StateDead && !fresh:
+	case f.State == StateDead && !c.Fresh:
 		return Begun{Result: DeadBefore, Prior: Outcome{DeadLetter, f.Reason}}
+	case c.Step < f.Lineage && !first:
+		return Begun{Result: StepDone}
 	case f.State == StateInFlight && f.HeldElsewhere:
 		return Begun{Result: Busy}
 	}
-	if fresh {
-		return Begun{Result: Acquired}
+	if c.Fresh {
+		return Begun{Result: Acquired, Restart: first}
 	}
 	return Begun{Result: Acquired, Failures: f.Failures}
 }

@@ -6,28 +6,43 @@ import (
 )
 
 func TestBegin(t *testing.T) {
+	fresh, redelivered := Copy{Fresh: true}, Copy{}
 	for _, c := range []struct {
 		name  string
 		found Found
-		fresh bool
+		copy  Copy
 		want  Begun
 	}{
-		{"no record", Found{}, true, Begun{Result: Acquired}},
-		{"no record, redelivered", Found{}, false, Begun{Result: Acquired}},
-		{"done", Found{State: StateDone, Reason: Delivered}, true, Begun{Result: Done}},
-		{"done, redelivered", Found{State: StateDone}, false, Begun{Result: Done}},
-		{"done, even if in flight elsewhere is claimed", Found{State: StateDone, HeldElsewhere: true}, false, Begun{Result: Done}},
-		{"dead, redelivered", Found{State: StateDead, Reason: Rejected}, false, Begun{Result: DeadBefore, Prior: OutRejected}},
-		{"dead, fresh copy (a replay)", Found{State: StateDead, Reason: Rejected, Failures: 1}, true, Begun{Result: Acquired}},
-		{"in flight elsewhere", Found{State: StateInFlight, HeldElsewhere: true, Failures: 1}, false, Begun{Result: Busy}},
-		{"in flight elsewhere, fresh", Found{State: StateInFlight, HeldElsewhere: true}, true, Begun{Result: Busy}},
-		{"in flight, stale holder", Found{State: StateInFlight, Failures: 1}, false, Begun{Result: Acquired, Failures: 1}},
-		{"in flight, stale holder, fresh", Found{State: StateInFlight, Failures: 1}, true, Begun{Result: Acquired}},
-		{"failed, redelivered keeps its count", Found{State: StateFailed, Reason: Retry, Failures: 1}, false, Begun{Result: Acquired, Failures: 1}},
-		{"failed, fresh starts over", Found{State: StateFailed, Reason: Retry, Failures: 1}, true, Begun{Result: Acquired}},
+		{"no record", Found{}, fresh, Begun{Result: Acquired, Restart: true}},
+		{"no record, redelivered", Found{}, redelivered, Begun{Result: Acquired}},
+		{"done", Found{State: StateDone, Reason: Delivered}, fresh, Begun{Result: Done}},
+		{"done, redelivered", Found{State: StateDone}, redelivered, Begun{Result: Done}},
+		{"done, even if in flight elsewhere is claimed", Found{State: StateDone, HeldElsewhere: true}, redelivered, Begun{Result: Done}},
+		{"dead, redelivered", Found{State: StateDead, Reason: Rejected}, redelivered, Begun{Result: DeadBefore, Prior: OutRejected}},
+		{"dead, fresh copy (a replay)", Found{State: StateDead, Reason: Rejected, Failures: 1}, fresh, Begun{Result: Acquired, Restart: true}},
+		{"in flight elsewhere", Found{State: StateInFlight, HeldElsewhere: true, Failures: 1}, redelivered, Begun{Result: Busy}},
+		{"in flight elsewhere, fresh", Found{State: StateInFlight, HeldElsewhere: true}, fresh, Begun{Result: Busy}},
+		{"in flight, stale holder", Found{State: StateInFlight, Failures: 1}, redelivered, Begun{Result: Acquired, Failures: 1}},
+		{"in flight, stale holder, fresh", Found{State: StateInFlight, Failures: 1}, fresh, Begun{Result: Acquired, Restart: true}},
+		{"failed, redelivered keeps its count", Found{State: StateFailed, Reason: Retry, Failures: 1}, redelivered, Begun{Result: Acquired, Failures: 1}},
+		{"failed, fresh starts over", Found{State: StateFailed, Reason: Retry, Failures: 1}, fresh, Begun{Result: Acquired, Restart: true}},
+
+		// The lineage (--retry-delays): a copy of a step carried out
+		// already is acked; the live step and a first try start work.
+		{"original redelivered after its delayed copy was confirmed", Found{State: StateFailed, Reason: Retry, Lineage: 1}, Copy{Step: 0}, Begun{Result: StepDone}},
+		{"step 1 redelivered after step 2 was scheduled", Found{State: StateFailed, Lineage: 2}, Copy{Step: 1}, Begun{Result: StepDone}},
+		{"a second copy of step 1, fresh, after step 2 was scheduled", Found{State: StateFailed, Lineage: 2}, Copy{Fresh: true, Step: 1}, Begun{Result: StepDone}},
+		{"the live step, fresh from its delay queue", Found{State: StateFailed, Lineage: 2}, Copy{Fresh: true, Step: 2}, Begun{Result: Acquired}},
+		{"the live step, redelivered", Found{State: StateFailed, Lineage: 2, Failures: 2}, Copy{Step: 2}, Begun{Result: Acquired, Failures: 2}},
+		{"a first try of a fresh copy starts over", Found{State: StateFailed, Lineage: 2}, Copy{Fresh: true, Step: 0}, Begun{Result: Acquired, Restart: true}},
+		{"a sibling of a dead-lettered lineage, fresh", Found{State: StateDead, Reason: FailedTwice, Lineage: 3}, Copy{Fresh: true, Step: 2}, Begun{Result: StepDone}},
+		{"dead, redelivered, whatever the lineage: reject again", Found{State: StateDead, Reason: FailedTwice, Lineage: 3}, Copy{Step: 2}, Begun{Result: DeadBefore, Prior: OutFailed}},
+		{"a replay of a dead-lettered lineage", Found{State: StateDead, Reason: FailedTwice, Lineage: 3}, Copy{Fresh: true}, Begun{Result: Acquired, Restart: true}},
+		{"done wins over the lineage", Found{State: StateDone, Lineage: 2}, Copy{Step: 0}, Begun{Result: Done}},
+		{"a step carried out, its claim in flight elsewhere", Found{State: StateInFlight, HeldElsewhere: true, Lineage: 2}, Copy{Step: 1}, Begun{Result: StepDone}},
 	} {
-		if got := Begin(c.found, c.fresh); got != c.want {
-			t.Errorf("%s: Begin(%+v, fresh=%v) = %+v, want %+v", c.name, c.found, c.fresh, got, c.want)
+		if got := Begin(c.found, c.copy); got != c.want {
+			t.Errorf("%s: Begin(%+v, %+v) = %+v, want %+v", c.name, c.found, c.copy, got, c.want)
 		}
 	}
 }
@@ -60,7 +75,7 @@ func TestStates(t *testing.T) {
 // TestOutcomes holds the one list against every outcome value: each once,
 // each with its own index, and each with an action and a reason.
 func TestOutcomes(t *testing.T) {
-	all := []Outcome{OutDelivered, OutDuplicate, OutRetry, OutDelayed, OutRejected, OutFailed, OutNoID, OutUnexpected, OutUnsendable}
+	all := []Outcome{OutDelivered, OutDuplicate, OutRetry, OutDelayed, OutRejected, OutFailed, OutNoID, OutUnexpected, OutUnsendable, OutSuperseded}
 	if len(all) != len(Outcomes) {
 		t.Fatalf("Outcomes has %d outcomes, want %d", len(Outcomes), len(all))
 	}

@@ -79,6 +79,10 @@ const (
 	// Unsendable: the claim cannot be put into an HTTP request (its id or
 	// content type is not a valid header value); never sent.
 	Unsendable
+	// Superseded: a copy whose step was carried out already (its delayed
+	// copy confirmed, or the claim dead-lettered after it): acked without
+	// a call (consumer --retry-delays).
+	Superseded
 )
 
 var reasonWords = [...]string{
@@ -91,6 +95,7 @@ var reasonWords = [...]string{
 	NoID:             "no-id",
 	UnexpectedStatus: "unexpected-status",
 	Unsendable:       "unsendable",
+	Superseded:       "superseded",
 }
 
 // String is the reason's one word: stored in the file, printed by dlq,
@@ -143,6 +148,7 @@ var (
 	OutNoID       = Outcome{DeadLetter, NoID}
 	OutUnexpected = Outcome{DeadLetter, UnexpectedStatus}
 	OutUnsendable = Outcome{DeadLetter, Unsendable}
+	OutSuperseded = Outcome{Ack, Superseded} // consumer --retry-delays
 )
 
 // Outcomes is the one list of every outcome the consumer can reach: the
@@ -150,7 +156,7 @@ var (
 // and a test holds the list against the values above.
 var Outcomes = [...]Outcome{
 	OutDelivered, OutDuplicate, OutRetry, OutDelayed, OutRejected,
-	OutFailed, OutNoID, OutUnexpected, OutUnsendable,
+	OutFailed, OutNoID, OutUnexpected, OutUnsendable, OutSuperseded,
 }
 
 // Index is o's place in Outcomes, or -1: counters indexed by it need no
@@ -165,12 +171,15 @@ func (o Outcome) Index() int {
 }
 
 // Word is the outcome as the consumer's log and summary say it:
-// delivered, duplicate, requeued, delayed or dead-lettered.
+// delivered, duplicate, superseded, requeued, delayed or dead-lettered.
 func (o Outcome) Word() string {
 	switch o.Action {
 	case Ack:
-		if o.Reason == Duplicate {
+		switch o.Reason {
+		case Duplicate:
 			return "duplicate"
+		case Superseded:
+			return "superseded"
 		}
 		return "delivered"
 	case Requeue:
@@ -210,6 +219,8 @@ func (o Outcome) Describe(status, retries int) string {
 		return fmt.Sprintf("unexpected %d: not a creation", status)
 	case Unsendable:
 		return "cannot be sent as an HTTP request"
+	case Superseded:
+		return "its step was carried out already: acked without a call"
 	}
 	return "unknown"
 }

@@ -34,6 +34,11 @@ type Attempt struct {
 	Detail      string // the outcome in a sentence (Outcome.Describe), kept for a dead letter
 	Latency     time.Duration
 	Called      bool // the partner was called (counts as an attempt)
+	// Lineage is the record's lineage after this outcome (Found.Lineage):
+	// the step after the one whose copy it carried out (--retry-delays: a
+	// delayed copy confirmed, or a dead-letter decision); 0 changes
+	// nothing. A store only ever raises it.
+	Lineage int
 }
 
 // Logged reports whether an attempt recorded as out goes into the attempt

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"eaimq/internal/claim"
 	"eaimq/internal/fail"
@@ -26,13 +25,11 @@ func (r *relay) act(d *delivery, out claim.Outcome, detail string, a partner.Ans
 	case claim.Requeue:
 		err = d.Nack(false, true /* requeue */)
 	case claim.Delay:
-		// The copy first, confirmed, then the ack: acked first, a crash
-		// in between would lose the claim; this way it leaves two copies,
-		// and the record absorbs the second.
-		extra = []any{"retry", wait.done + 1, "queue", retry.QueueName(wait.delay), "retry_in", wait.delay}
-		if !r.sendDelayed(d, out, detail, a, wait, extra) {
-			return
-		}
+		// The copy went first, confirmed (carryOut), then the record, and
+		// only now the ack: acked first, a crash in between would lose the
+		// claim; this way it leaves two copies at worst, and the record
+		// absorbs the second.
+		extra = delayExtra(wait)
 		err = d.Ack(false)
 	case claim.DeadLetter:
 		// The broker drops a rejected message whose dead-letter route is
@@ -62,27 +59,27 @@ func (r *relay) act(d *delivery, out claim.Outcome, detail string, a partner.Ans
 	d.lg.log(level, "claim", out, detail, a, extra...)
 }
 
-// sendDelayed sends d's copy to its delay queue and reports whether the
-// broker confirmed it there. When not, d is left in claim.in: unacked,
-// with the run ending, if the delay queue is gone; requeued otherwise.
-func (r *relay) sendDelayed(d *delivery, out claim.Outcome, detail string, a partner.Answer, wait later, extra []any) bool {
-	h := retry.NextHeaders(d.Headers, wait.done, retry.HistoryLine(time.Now(), a.Status, a.Excerpt, wait.delay))
-	err := r.delay.Load().send(r.hard, d.Delivery, wait.delay, h)
-	if err == nil {
-		return true
-	}
+// delayExtra is a delayed retry's fields in the claim's log line.
+func delayExtra(wait later) []any {
+	return []any{"retry", wait.done + 1, "queue", retry.QueueName(wait.delay), "retry_in", wait.delay}
+}
+
+// notDelayed leaves d in claim.in when its delayed copy could not be sent:
+// unacked, with the run ending, if the delay queue is gone; requeued
+// otherwise.
+func (r *relay) notDelayed(d *delivery, att claim.Attempt, a partner.Answer, wait later, err error) {
 	r.stats.ackErrors.Add(1)
+	extra := append(delayExtra(wait), "err", err)
 	if errors.Is(err, errDelayQueueMissing) {
-		d.lg.log(slog.LevelError, "claim NOT delayed: left in claim.in", out, detail, a, append(extra, "err", err)...)
+		d.lg.log(slog.LevelError, "claim NOT delayed: left in claim.in", att.Outcome, att.Detail, a, extra...)
 		r.stop(r.delayMissing(err))
-		return false
+		return
 	}
 	// Whether the broker has the copy is unknown: requeue the original
 	// rather than leave the claim to chance. If the copy did arrive, one
 	// of the two meets the other's record.
-	d.lg.log(slog.LevelWarn, "claim NOT delayed: requeued instead", out, detail, a, append(extra, "err", err)...)
+	d.lg.log(slog.LevelWarn, "claim NOT delayed: requeued instead", att.Outcome, att.Detail, a, extra...)
 	d.Nack(false, true /* requeue */)
-	return false
 }
 
 // routeReady checks the dead-letter route before a reject (deadRoute).

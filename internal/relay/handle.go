@@ -71,6 +71,15 @@ func (r *relay) handle(soft context.Context, ad amqp.Delivery) {
 	}
 }
 
+// step is the retries behind d (--retry-delays: the delay queues it came
+// through, from its headers), 0 for a first try and without delays.
+func (r *relay) step(d *delivery) int {
+	if r.cfg.Retry == nil {
+		return 0
+	}
+	return retry.Done(d.Headers)
+}
+
 // begin takes the claim in the store for this holder and returns its
 // transient failures on record. It returns false when the delivery needs
 // no call: acted on already (delivered or dead-lettered before), or left
@@ -86,7 +95,7 @@ func (r *relay) begin(soft context.Context, d *delivery, claimID string) (prior 
 		if !r.pause.wait(soft) || soft.Err() != nil {
 			return 0, false
 		}
-		b, err := r.store.Begin(r.hard, d.id, claimID, !d.Redelivered, r.lease)
+		b, err := r.store.Begin(r.hard, d.id, claim.Copy{ClaimID: claimID, Fresh: !d.Redelivered, Step: r.step(d)}, r.lease)
 		if err != nil {
 			r.storeFailed(d.lg, err)
 			return 0, false
@@ -102,6 +111,13 @@ func (r *relay) begin(soft context.Context, d *delivery, claimID string) (prior 
 			// broker: reject again, with the decision on record, without
 			// a call.
 			r.act(d, b.Prior, "the decision on record: rejected again without a call", partner.Answer{}, later{})
+			return 0, false
+		case claim.StepDone:
+			// This copy's step was carried out (its delayed copy is in a
+			// delay queue, or the claim was dead-lettered after it): the
+			// ack was lost with a connection. Acting on it again would
+			// fork the claim into two lineages of retries.
+			r.act(d, claim.OutSuperseded, "", partner.Answer{}, later{})
 			return 0, false
 		case claim.Acquired:
 			return b.Failures, true
@@ -136,12 +152,17 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 	if r.cfg.Retry != nil {
 		// --retry-delays replaces the lab's requeue-once rule: the count
 		// is the copy's own retries, carried in its headers.
-		wait.done = retry.Done(d.Headers)
+		wait.done = r.step(d)
 		prior = wait.done
 		out, wait.delay = delayed(out, *r.cfg.Retry, wait.done, a.RetryAfter)
 	}
 	if hook := r.cfg.Hooks.AfterAnswer; hook != nil {
 		hook(out)
+	}
+	att := claim.Attempt{At: time.Now(), Redelivered: d.Redelivered, Status: a.Status, Error: a.Excerpt,
+		Outcome: out, Detail: out.Describe(a.Status, prior), Latency: a.Latency, Called: true}
+	if !r.carryOut(d, &att, a, wait) {
+		return
 	}
 	// Record first, then ack. If we die between the two, the redelivered
 	// copy is acked as a duplicate (or, for a dead letter, rejected again)
@@ -149,12 +170,8 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 	// would lose the record and call twice. The record is written even
 	// after a second signal: an answer in hand is the one thing that must
 	// not be thrown away.
-	detail := out.Describe(a.Status, prior)
 	commit := time.Now()
-	recorded, err := r.store.Finish(context.WithoutCancel(r.hard), d.id, claim.Attempt{
-		At: time.Now(), Redelivered: d.Redelivered, Status: a.Status, Error: a.Excerpt,
-		Outcome: out, Detail: detail, Latency: a.Latency, Called: true,
-	})
+	recorded, err := r.store.Finish(context.WithoutCancel(r.hard), d.id, att)
 	r.metrics.Commit(time.Since(commit))
 	r.answered.Done()
 	if err != nil {
@@ -164,10 +181,59 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 	if r.hard.Err() != nil {
 		return // recorded; the redelivered copy meets the record
 	}
+	detail := att.Detail
 	if recorded != out {
 		detail = "delivered meanwhile by another consumer"
 	}
 	r.act(d, recorded, detail, a, wait)
+}
+
+// carryOut does what an outcome needs done before its record, and sets
+// the record's lineage (--retry-delays). It returns false when the
+// delivery needs nothing more: left in claim.in, unacked or requeued.
+//
+// A delayed retry sends its copy first, and only once the broker has
+// confirmed it is the outcome recorded, with the lineage past this step:
+// the record then says the copy exists, so that this delivery, redelivered
+// because its ack was lost with its connection, is acked without a call
+// (claim.StepDone) instead of forking the claim into a second lineage of
+// retries. The claim stays held while the copy goes out, so that another
+// consumer given the redelivered copy waits for the record. A crash after
+// the confirm and before the record can still leave two copies, which is
+// the price of never leaving none.
+//
+// A dead-letter decision is recorded with the lineage past this step
+// before the reject: a copy of the same step that comes back fresh (a
+// fork's sibling) is acked, while the redelivered one is rejected again
+// (claim.DeadBefore), since its reject may never have reached the broker.
+func (r *relay) carryOut(d *delivery, att *claim.Attempt, a partner.Answer, wait later) bool {
+	if r.cfg.Retry == nil {
+		return true
+	}
+	switch att.Outcome.Action {
+	case claim.DeadLetter:
+		att.Lineage = wait.done + 1
+	case claim.Delay:
+		if r.hard.Err() != nil {
+			return true // forced out: record the answer, send nothing
+		}
+		h := retry.NextHeaders(d.Headers, wait.done, retry.HistoryLine(time.Now(), a.Status, a.Excerpt, wait.delay))
+		if err := r.delay.Load().send(r.hard, d.Delivery, wait.delay, h); err != nil {
+			// Not in the delay queue for sure: the answer is recorded (the
+			// original, requeued or left in claim.in, comes back to it),
+			// then the claim is left in claim.in.
+			_, ferr := r.store.Finish(context.WithoutCancel(r.hard), d.id, *att)
+			r.answered.Done()
+			if ferr != nil {
+				r.storeFailed(d.lg, ferr)
+				return false
+			}
+			r.notDelayed(d, *att, a, wait, err)
+			return false
+		}
+		att.Lineage = wait.done + 1
+	}
+	return true
 }
 
 // settle records an outcome decided without calling the partner, then

@@ -58,15 +58,17 @@ type Summary struct {
 	Errors       int64   `json:"errors"` // decided but not acted on
 	Seconds      float64 `json:"seconds"`
 	// With --retry-delays and --pause-when-down only.
-	Delayed       int64   `json:"delayed,omitempty"` // sent to a delay queue, confirmed, acked
+	Delayed       int64   `json:"delayed,omitempty"`    // sent to a delay queue, confirmed, acked
+	Superseded    int64   `json:"superseded,omitempty"` // copies whose step was carried out already, acked
 	PausedSeconds float64 `json:"paused_seconds,omitempty"`
 	Pauses        int     `json:"pauses,omitempty"`
 	PauseReason   string  `json:"pause_reason,omitempty"` // the last pause's
 }
 
 // settled is the claims this run finished with: delivered, skipped as
-// duplicates, or dead-lettered (a requeued or delayed copy comes back).
-func (m Summary) settled() int64 { return m.Delivered + m.Duplicates + m.DeadLettered }
+// duplicates or as superseded copies, or dead-lettered (a requeued or
+// delayed copy comes back).
+func (m Summary) settled() int64 { return m.Delivered + m.Duplicates + m.Superseded + m.DeadLettered }
 
 func (s *stats) summary(elapsed time.Duration) Summary {
 	return Summary{
@@ -82,6 +84,7 @@ func (s *stats) summary(elapsed time.Duration) Summary {
 		Unsendable:   s.n(claim.OutUnsendable),
 		Errors:       s.ackErrors.Load(),
 		Delayed:      s.n(claim.OutDelayed),
+		Superseded:   s.n(claim.OutSuperseded),
 		Seconds:      elapsed.Round(time.Millisecond).Seconds(),
 	}
 }
@@ -93,6 +96,9 @@ func (m Summary) writeText(w io.Writer) {
 	delayed, paused := "", ""
 	if m.Delayed > 0 {
 		delayed = fmt.Sprintf(", %d sent to delay queues", m.Delayed)
+	}
+	if m.Superseded > 0 {
+		delayed += fmt.Sprintf(", %d superseded copies acked", m.Superseded)
 	}
 	if m.Pauses > 0 {
 		paused = fmt.Sprintf("; paused %.1fs in %d pause(s), the claim system down (%s)", m.PausedSeconds, m.Pauses, m.PauseReason)

@@ -20,7 +20,7 @@ func TestSummaryCountsEveryOutcome(t *testing.T) {
 	s.count(claim.Outcome{}) // not an outcome: counted nowhere
 	sum := s.summary(0)
 	want := Summary{Delivered: 1, Duplicates: 2, Requeued: 3, Delayed: 4, Rejected: 5, FailedTwice: 6, NoID: 7,
-		Unexpected: 8, Unsendable: 9, DeadLettered: 5 + 6 + 7 + 8 + 9}
+		Unexpected: 8, Unsendable: 9, Superseded: 10, DeadLettered: 5 + 6 + 7 + 8 + 9}
 	if sum != want {
 		t.Errorf("summary %+v, want %+v", sum, want)
 	}

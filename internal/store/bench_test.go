@@ -68,7 +68,7 @@ func beginFinish(b *testing.B, s Store, p int) {
 					return
 				}
 				id := fmt.Sprintf("%s-id-%d", b.Name(), i)
-				if _, err := s.Begin(ctx, id, "C", true, time.Minute); err != nil {
+				if _, err := s.Begin(ctx, id, claim.Copy{ClaimID: "C", Fresh: true}, time.Minute); err != nil {
 					b.Error(err)
 					return
 				}
@@ -135,7 +135,7 @@ func claims(b *testing.B, s Store, prefix string, n, p int) {
 				// in the table, not at its end.
 				h := sha256.Sum256(fmt.Appendf(nil, "%s-%d", prefix, i))
 				id := hex.EncodeToString(h[:16])
-				if _, err := s.Begin(ctx, id, "C-"+id, true, time.Minute); err != nil {
+				if _, err := s.Begin(ctx, id, claim.Copy{ClaimID: "C-" + id, Fresh: true}, time.Minute); err != nil {
 					b.Error(err)
 					return
 				}

@@ -16,7 +16,7 @@ func TestPrune(t *testing.T) {
 		s := openStore(t, be.location(t), Options{})
 		// 25 old deliveries, one of them after a failed call (an attempt
 		// log to delete with it).
-		if _, err := s.Begin(ctx, "old-00", "", true, time.Minute); err != nil {
+		if _, err := s.Begin(ctx, "old-00", claim.Copy{Fresh: true}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Finish(ctx, "old-00", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil {
@@ -27,13 +27,13 @@ func TestPrune(t *testing.T) {
 		}
 		// Other states, all older than the cutoff too.
 		finish(t, s, "z-dead", claim.OutRejected)
-		if _, err := s.Begin(ctx, "z-retry", "", true, time.Minute); err != nil {
+		if _, err := s.Begin(ctx, "z-retry", claim.Copy{Fresh: true}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Finish(ctx, "z-retry", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil {
 			t.Fatal(err)
 		}
-		if b, err := s.Begin(ctx, "m-inflight", "", true, time.Hour); err != nil || b.Result != claim.Acquired {
+		if b, err := s.Begin(ctx, "m-inflight", claim.Copy{Fresh: true}, time.Hour); err != nil || b.Result != claim.Acquired {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
 		last, _, err := s.Get(ctx, "old-24")

@@ -143,7 +143,7 @@ func TestDedupLifecycle(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be backend) {
 		loc := be.location(t)
 		s := openStore(t, loc, Options{})
-		b, err := s.Begin(ctx, "g1", "C-1", true, time.Minute)
+		b, err := s.Begin(ctx, "g1", claim.Copy{ClaimID: "C-1", Fresh: true}, time.Minute)
 		if err != nil || b.Result != claim.Acquired || b.Failures != 0 {
 			t.Fatalf("first Begin: %+v %v", b, err)
 		}
@@ -151,24 +151,24 @@ func TestDedupLifecycle(t *testing.T) {
 		if out, err := s.Finish(ctx, "g1", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil || out != claim.OutRetry {
 			t.Fatal(out, err)
 		}
-		if b, err := s.Begin(ctx, "g1", "", false, time.Minute); err != nil || b.Result != claim.Acquired || b.Failures != 1 {
+		if b, err := s.Begin(ctx, "g1", claim.Copy{}, time.Minute); err != nil || b.Result != claim.Acquired || b.Failures != 1 {
 			t.Fatalf("redelivered Begin: %+v %v, want acquired with 1 failure", b, err)
 		}
 		// A fresh copy of the same id starts over; the holder may take
 		// its own claim again.
-		if b, err := s.Begin(ctx, "g1", "", true, time.Minute); err != nil || b.Result != claim.Acquired || b.Failures != 0 {
+		if b, err := s.Begin(ctx, "g1", claim.Copy{Fresh: true}, time.Minute); err != nil || b.Result != claim.Acquired || b.Failures != 0 {
 			t.Fatalf("fresh Begin: %+v %v, want acquired with 0 failures", b, err)
 		}
 		if out, err := s.Finish(ctx, "g1", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
 			t.Fatal(out, err)
 		}
-		if b, _ := s.Begin(ctx, "g1", "", true, time.Minute); b.Result != claim.Done {
+		if b, _ := s.Begin(ctx, "g1", claim.Copy{Fresh: true}, time.Minute); b.Result != claim.Done {
 			t.Fatalf("after ack: %v, want done", b.Result)
 		}
 		s.Close()
 		// The record survives a restart.
 		s2 := openStore(t, loc, Options{})
-		if b, _ := s2.Begin(ctx, "g1", "", true, time.Minute); b.Result != claim.Done {
+		if b, _ := s2.Begin(ctx, "g1", claim.Copy{Fresh: true}, time.Minute); b.Result != claim.Done {
 			t.Fatalf("after reopen: %v, want done", b.Result)
 		}
 		rec, found, err := s2.Get(ctx, "g1")
@@ -191,25 +191,25 @@ func TestBusyBetweenHolders(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be backend) {
 		loc := be.location(t)
 		a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
-		if got, err := a.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
+		if got, err := a.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Acquired {
 			t.Fatalf("a: %+v %v", got, err)
 		}
 		for range 2 {
-			if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Busy {
+			if got, err := b.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Busy {
 				t.Fatalf("b: %+v %v, want busy while a holds it", got, err)
 			}
 		}
 		if _, err := a.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := b.Begin(ctx, "g", "", false, time.Hour); err != nil || got.Result != claim.Acquired || got.Failures != 1 {
+		if got, err := b.Begin(ctx, "g", claim.Copy{}, time.Hour); err != nil || got.Result != claim.Acquired || got.Failures != 1 {
 			t.Fatalf("b after a finished: %+v %v, want acquired with a's failure", got, err)
 		}
-		if got, _ := a.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Busy {
+		if got, _ := a.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); got.Result != claim.Busy {
 			t.Fatalf("a: %v, want busy while b holds it", got.Result)
 		}
 		be.lose(t, b, "g")
-		if got, err := a.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
+		if got, err := a.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Acquired {
 			t.Fatalf("a after b lost it: %+v %v, want acquired", got, err)
 		}
 	})
@@ -230,7 +230,7 @@ func TestOneWinnerUnderConcurrency(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					got, err := stores[i%2].Begin(ctx, id, "", true, time.Minute)
+					got, err := stores[i%2].Begin(ctx, id, claim.Copy{Fresh: true}, time.Minute)
 					if err != nil {
 						t.Error(err)
 					}
@@ -279,11 +279,11 @@ func TestLateHolderCannotOverwrite(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be backend) {
 		loc := be.location(t)
 		late, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
-		if b, _ := late.Begin(ctx, "g", "", true, time.Hour); b.Result != claim.Acquired {
+		if b, _ := late.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); b.Result != claim.Acquired {
 			t.Fatal("late did not acquire")
 		}
 		be.lose(t, late, "g")
-		if b, _ := other.Begin(ctx, "g", "", true, time.Hour); b.Result != claim.Acquired {
+		if b, _ := other.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); b.Result != claim.Acquired {
 			t.Fatalf("other: %v", b.Result)
 		}
 		// The late holder fails while the other holds it: it records its
@@ -321,9 +321,9 @@ func TestLateAcceptanceIsRecorded(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be backend) {
 		loc := be.location(t)
 		late, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
-		late.Begin(ctx, "g", "", true, time.Hour)
+		late.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour)
 		be.lose(t, late, "g")
-		if b, _ := other.Begin(ctx, "g", "", true, time.Hour); b.Result != claim.Acquired {
+		if b, _ := other.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); b.Result != claim.Acquired {
 			t.Fatalf("other: %v", b.Result)
 		}
 		if out, err := late.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
@@ -332,7 +332,7 @@ func TestLateAcceptanceIsRecorded(t *testing.T) {
 		if out, err := other.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil || out != claim.OutDuplicate {
 			t.Fatalf("other after the late acceptance: %v %v, want duplicate", out, err)
 		}
-		if b, _ := other.Begin(ctx, "g", "", false, time.Hour); b.Result != claim.Done {
+		if b, _ := other.Begin(ctx, "g", claim.Copy{}, time.Hour); b.Result != claim.Done {
 			t.Fatalf("next copy: %v, want done", b.Result)
 		}
 	})
@@ -345,15 +345,15 @@ func TestRedeliveredDeadIsNotTriedAgain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be backend) {
 		loc := be.location(t)
 		s, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
-		s.Begin(ctx, "g", "", true, time.Minute)
+		s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Minute)
 		if _, err := s.Finish(ctx, "g", claim.Attempt{Status: 422, Outcome: claim.OutRejected, Detail: "rejected by the claim system", Called: true}); err != nil {
 			t.Fatal(err)
 		}
-		if b, _ := s.Begin(ctx, "g", "", false, time.Minute); b.Result != claim.DeadBefore || b.Prior != claim.OutRejected {
+		if b, _ := s.Begin(ctx, "g", claim.Copy{}, time.Minute); b.Result != claim.DeadBefore || b.Prior != claim.OutRejected {
 			t.Fatalf("redelivered: %+v, want dead before with the recorded reason", b)
 		}
 		// claim.DeadBefore holds nothing: another holder's fresh copy is tried.
-		if b, _ := other.Begin(ctx, "g", "", true, time.Minute); b.Result != claim.Acquired {
+		if b, _ := other.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Minute); b.Result != claim.Acquired {
 			t.Fatalf("fresh: %+v, want acquired", b)
 		}
 	})
@@ -365,11 +365,11 @@ func TestDoneHoldsNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be backend) {
 		loc := be.location(t)
 		a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
-		a.Begin(ctx, "g", "", true, time.Minute)
+		a.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Minute)
 		a.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true})
 		for range 3 {
 			for _, s := range []Store{a, b} {
-				if got, err := s.Begin(ctx, "g", "", true, time.Minute); err != nil || got.Result != claim.Done {
+				if got, err := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Minute); err != nil || got.Result != claim.Done {
 					t.Fatalf("%+v %v, want done", got, err)
 				}
 			}
@@ -411,7 +411,7 @@ func TestReadAPI(t *testing.T) {
 		if _, found, _ := s.Get(ctx, `\xfffe`); found {
 			t.Fatal("`\\xfffe` found: another id's record was taken for it")
 		}
-		s.Begin(ctx, "r", "C-9", true, time.Minute)
+		s.Begin(ctx, "r", claim.Copy{ClaimID: "C-9", Fresh: true}, time.Minute)
 		s.Finish(ctx, "r", claim.Attempt{Status: 422, Error: "docs missing", Outcome: claim.OutRejected, Detail: "rejected by the claim system", Latency: 25 * time.Millisecond, Called: true})
 		rec, _, _ := s.Get(ctx, "r")
 		if rec.ClaimID != "C-9" || rec.LastStatus != 422 || rec.LastError != "docs missing" || rec.Outcome != claim.OutRejected || rec.Attempts != 1 || !rec.DoneAt.IsZero() {
@@ -438,7 +438,7 @@ func TestRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if b, err := s.Begin(ctx, "held", "C-held", true, time.Minute); err != nil || b.Result != claim.Acquired {
+		if b, err := s.Begin(ctx, "held", claim.Copy{ClaimID: "C-held", Fresh: true}, time.Minute); err != nil || b.Result != claim.Acquired {
 			t.Fatal(b, err)
 		}
 		got, err := s.Records(ctx, append(ids, "held", "none-such"))
@@ -460,6 +460,62 @@ func TestRecords(t *testing.T) {
 	})
 }
 
+// TestLineage: a copy whose step was carried out already (its delayed copy
+// confirmed, or the claim dead-lettered after it) is StepDone, on both
+// backends and in both of SQLite's modes; the live step is taken; a first
+// try of a fresh copy starts the lineage over.
+func TestLineage(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		for _, shared := range []bool{false, true} {
+			loc := be.location(t)
+			s := openStore(t, loc, holderA)
+			if shared {
+				openStore(t, loc, holderB)
+			}
+			begin := func(id string, c claim.Copy) claim.BeginResult {
+				t.Helper()
+				b, err := s.Begin(ctx, id, c, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b.Result
+			}
+			// Step 0 fails; its delayed copy for step 1 is confirmed.
+			begin("g", claim.Copy{Fresh: true})
+			if _, err := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutDelayed, Called: true, Lineage: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if got := begin("g", claim.Copy{Step: 0}); got != claim.StepDone {
+				t.Fatalf("shared=%v: the original redelivered after its copy was confirmed: %v, want step done", shared, got)
+			}
+			if got := begin("g", claim.Copy{Fresh: true, Step: 1}); got != claim.Acquired {
+				t.Fatalf("shared=%v: the delayed copy: %v, want acquired", shared, got)
+			}
+			// Step 1 fails for the last time: dead-lettered after it.
+			if _, err := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutFailed, Detail: "x", Called: true, Lineage: 2}); err != nil {
+				t.Fatal(err)
+			}
+			if got := begin("g", claim.Copy{Fresh: true, Step: 1}); got != claim.StepDone {
+				t.Fatalf("shared=%v: a second copy of the dead-lettered step: %v, want step done", shared, got)
+			}
+			if b, _ := s.Begin(ctx, "g", claim.Copy{Step: 1}, time.Minute); b.Result != claim.DeadBefore || b.Prior != claim.OutFailed {
+				t.Fatalf("shared=%v: the dead-lettered delivery redelivered: %+v, want dead before", shared, b)
+			}
+			// A replay (fresh, step 0) starts over: afterwards a redelivered
+			// first try is live again.
+			if b, _ := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Minute); b.Result != claim.Acquired || !b.Restart {
+				t.Fatalf("shared=%v: a replay: %+v, want acquired, restarting", shared, b)
+			}
+			if _, err := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil {
+				t.Fatal(err)
+			}
+			if got := begin("g", claim.Copy{Step: 0}); got != claim.Acquired {
+				t.Fatalf("shared=%v: after the replay's first failure, its redelivery: %v, want acquired", shared, got)
+			}
+		}
+	})
+}
+
 // TestReadOnly: dlq opens the store read-only: it reads, it never writes,
 // and it does not create or migrate a store.
 func TestReadOnly(t *testing.T) {
@@ -477,7 +533,7 @@ func TestReadOnly(t *testing.T) {
 		}
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		if _, err := r.Begin(c, "h", "", true, time.Minute); err == nil {
+		if _, err := r.Begin(c, "h", claim.Copy{Fresh: true}, time.Minute); err == nil {
 			t.Fatal("a read-only store took a claim")
 		}
 	})

@@ -13,10 +13,10 @@ import (
 )
 
 // Begin takes message id in progress for this store, unless it is done
-// already, dead-lettered before (for a redelivered copy), or held by
-// another session: see the Store interface and Postgres for the lock. The
-// lease is not used.
-func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ time.Duration) (claim.Begun, error) {
+// already, dead-lettered before (for a redelivered copy), the step of copy
+// cp was carried out already, or another session holds it: see the Store
+// interface, and the package comment for the lock. The lease is not used.
+func (s *Store) Begin(ctx context.Context, id string, cp claim.Copy, _ time.Duration) (claim.Begun, error) {
 	if s.readOnly {
 		return claim.Begun{}, errReadOnly
 	}
@@ -28,7 +28,7 @@ func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ tim
 
 	if c.conn != nil {
 		// This store holds it already: the lock is its own.
-		b, err := s.take(ctx, c.conn, id, claimID, fresh)
+		b, err := s.take(ctx, c.conn, id, cp)
 		switch {
 		case err == nil:
 			if b.Result != claim.Acquired {
@@ -53,7 +53,7 @@ func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ tim
 			return claim.Begun{}, err
 		}
 		c.conn = conn
-		locked, inserted, err := s.lockAndInsert(ctx, conn, id, claimID)
+		locked, inserted, err := s.lockAndInsert(ctx, conn, id, cp.ClaimID)
 		if err != nil {
 			// A session that died while idle in the pool: try once more
 			// on another. Any other failure ends the session, so that no
@@ -78,9 +78,9 @@ func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ tim
 		break
 	}
 	if isNew {
-		return claim.Begin(claim.Found{}, fresh), nil
+		return claim.Begin(claim.Found{}, cp), nil
 	}
-	b, err := s.takeExisting(ctx, c.conn, id, claimID, fresh)
+	b, err := s.takeExisting(ctx, c.conn, id, cp)
 	if err != nil {
 		closeConn(c.conn)
 		s.letGo(ctx, c)
@@ -98,17 +98,17 @@ func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, _ tim
 // holder, whose session and lock are gone, may still record its outcome
 // without the lock: the record is taken only as it was read, and read
 // again if it changed meanwhile.
-func (s *Store) take(ctx context.Context, conn *pgxpool.Conn, id, claimID string, fresh bool) (claim.Begun, error) {
+func (s *Store) take(ctx context.Context, conn *pgxpool.Conn, id string, cp claim.Copy) (claim.Begun, error) {
 	// The common case, an id never seen, in one statement.
 	tag, err := conn.Exec(ctx, claim.SQL(`INSERT INTO claims (message_id, state, owner, claim_id, updated_at)
-		VALUES ($1, {inflight}, $2, $3, now()) ON CONFLICT (message_id) DO NOTHING`), pgKey(id), s.owner, pgNullText(claimID))
+		VALUES ($1, {inflight}, $2, $3, now()) ON CONFLICT (message_id) DO NOTHING`), pgKey(id), s.owner, pgNullText(cp.ClaimID))
 	if err != nil {
 		return claim.Begun{}, err
 	}
 	if tag.RowsAffected() == 1 {
-		return claim.Begin(claim.Found{}, fresh), nil
+		return claim.Begin(claim.Found{}, cp), nil
 	}
-	return s.takeExisting(ctx, conn, id, claimID, fresh)
+	return s.takeExisting(ctx, conn, id, cp)
 }
 
 // lockAndInsert takes id's advisory lock for conn's session and, when it
@@ -127,24 +127,26 @@ func (s *Store) lockAndInsert(ctx context.Context, conn *pgxpool.Conn, id, claim
 
 // takeExisting reads and takes the record of id that exists already, the
 // lock being held by conn (see take).
-func (s *Store) takeExisting(ctx context.Context, conn *pgxpool.Conn, id, claimID string, fresh bool) (claim.Begun, error) {
+func (s *Store) takeExisting(ctx context.Context, conn *pgxpool.Conn, id string, cp claim.Copy) (claim.Begun, error) {
 	key := pgKey(id)
 	for {
 		var state string
 		var reason *string
 		var f claim.Found
-		if err := conn.QueryRow(ctx, `SELECT state, reason, failures FROM claims WHERE message_id = $1`, key).
-			Scan(&state, &reason, &f.Failures); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT state, reason, failures, lineage FROM claims WHERE message_id = $1`, key).
+			Scan(&state, &reason, &f.Failures, &f.Lineage); err != nil {
 			return claim.Begun{}, err
 		}
 		f.State, f.Reason = claim.ParseState(state), claim.StoredReason(deref(reason))
-		b := claim.Begin(f, fresh)
+		b := claim.Begin(f, cp)
 		if b.Result != claim.Acquired {
 			return b, nil
 		}
+		// A first try of a fresh copy (Restart) starts the lineage over.
 		tag, err := conn.Exec(ctx, claim.SQL(`UPDATE claims SET state = {inflight}, owner = $2, failures = $3,
-			claim_id = COALESCE($4, claim_id), updated_at = now()
-			WHERE message_id = $1 AND state = $5 AND failures = $6`), key, s.owner, b.Failures, pgNullText(claimID), state, f.Failures)
+			claim_id = COALESCE($4, claim_id), updated_at = now(), lineage = CASE WHEN $8 THEN 0 ELSE lineage END
+			WHERE message_id = $1 AND state = $5 AND failures = $6 AND lineage = $7`),
+			key, s.owner, b.Failures, pgNullText(cp.ClaimID), state, f.Failures, f.Lineage, b.Restart)
 		if err != nil {
 			return claim.Begun{}, err
 		}
@@ -244,21 +246,22 @@ func finishHeld(a claim.Attempt) string {
 	update := `UPDATE claims SET state = $1, owner = NULL,
 		attempts = attempts + $2, failures = failures + $3, last_status = $4, last_error = $5, reason = $6,
 		dead_reason = CASE WHEN $1 = {dead} THEN $7 ELSE dead_reason END,
-		updated_at = now(), done_at = CASE WHEN $1 = {done} THEN now() ELSE done_at END
+		updated_at = now(), done_at = CASE WHEN $1 = {done} THEN now() ELSE done_at END,
+		lineage = greatest(lineage, $10)
 		WHERE message_id = $8 AND state = {inflight} AND owner = $9`
 	if !a.Logged(a.Outcome) {
 		return claim.SQL(update)
 	}
 	return claim.SQL(`WITH u AS (` + update + ` RETURNING message_id)
 		INSERT INTO attempts (message_id, at, redelivered, status, error, action, reason, latency_ms)
-		SELECT message_id, $10, $11, $4, $5, $12, $6, $13 FROM u`)
+		SELECT message_id, $11, $12, $4, $5, $13, $6, $14 FROM u`)
 }
 
 // finishArgs are finishHeld's arguments.
 func (s *Store) finishArgs(key string, a claim.Attempt) []any {
 	called, failed := a.Counts()
 	args := []any{a.Outcome.Action.State().String(), called, failed, a.Status, pgNullText(a.Error),
-		a.Outcome.Reason.String(), pgNullText(a.Detail), key, s.owner}
+		a.Outcome.Reason.String(), pgNullText(a.Detail), key, s.owner, a.Lineage}
 	if !a.Logged(a.Outcome) {
 		return args
 	}
@@ -300,10 +303,11 @@ func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a clai
 		tag, err := tx.Exec(ctx, claim.SQL(`UPDATE claims SET state = $1, owner = NULL,
 			attempts = attempts + $2, failures = failures + $3, last_status = $4, last_error = $5, reason = $6,
 			dead_reason = CASE WHEN $1 = {dead} THEN $7 ELSE dead_reason END,
-			updated_at = now(), done_at = CASE WHEN $1 = {done} THEN now() ELSE done_at END
+			updated_at = now(), done_at = CASE WHEN $1 = {done} THEN now() ELSE done_at END,
+			lineage = greatest(lineage, $10)
 			WHERE message_id = $8 AND state <> {done}
 				AND ($1 = {done} OR state <> {inflight} OR owner IS NULL OR owner = $9)`),
-			state, called, failed, a.Status, errText, reason, detail, key, s.owner)
+			state, called, failed, a.Status, errText, reason, detail, key, s.owner, a.Lineage)
 		return tag.RowsAffected() == 1, err
 	}
 	for {
@@ -319,10 +323,10 @@ func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a clai
 			// sent): keep the record anyway. If another inserts it first,
 			// look again.
 			tag, err := tx.Exec(ctx, claim.SQL(`INSERT INTO claims (message_id, state, attempts, failures, last_status,
-				last_error, reason, dead_reason, updated_at, done_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), CASE WHEN $2 = {done} THEN now() END)
+				last_error, reason, dead_reason, updated_at, done_at, lineage)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), CASE WHEN $2 = {done} THEN now() END, $9)
 				ON CONFLICT (message_id) DO NOTHING`),
-				key, state, called, failed, a.Status, errText, reason, detail)
+				key, state, called, failed, a.Status, errText, reason, detail, a.Lineage)
 			if err != nil || tag.RowsAffected() == 1 {
 				return a.Outcome, err
 			}
@@ -337,7 +341,8 @@ func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a clai
 		}
 		// Done already, or held by another holder: count the call, keep
 		// the record.
-		if _, err := tx.Exec(ctx, `UPDATE claims SET attempts = attempts + $1, updated_at = now() WHERE message_id = $2`, called, key); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE claims SET attempts = attempts + $1, lineage = greatest(lineage, $3), updated_at = now() WHERE message_id = $2`,
+			called, key, a.Lineage); err != nil {
 			return a.Outcome, err
 		}
 		if claim.ParseState(cur) == claim.StateDone {

@@ -72,14 +72,14 @@ func terminateHolder(t *testing.T, s *Store, id string) {
 func TestPostgresDeadSessionReleasesAtOnce(t *testing.T) {
 	loc := pgtest.New(t)
 	a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
-	if got, _ := a.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Acquired {
+	if got, _ := a.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); got.Result != claim.Acquired {
 		t.Fatal("a did not acquire")
 	}
-	if got, _ := b.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Busy {
+	if got, _ := b.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); got.Result != claim.Busy {
 		t.Fatalf("b: %v, want busy", got.Result)
 	}
 	terminateHolder(t, a, "g")
-	if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
+	if got, err := b.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Acquired {
 		t.Fatalf("b right after a's session ended: %+v %v, want acquired", got, err)
 	}
 	if out, err := a.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
@@ -91,7 +91,7 @@ func TestPostgresDeadSessionReleasesAtOnce(t *testing.T) {
 	// Nothing leaked: a takes and releases new claims as before.
 	for i := range 10 {
 		id := fmt.Sprint("n", i)
-		if got, err := a.Begin(ctx, id, "", true, time.Hour); err != nil || got.Result != claim.Acquired {
+		if got, err := a.Begin(ctx, id, claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Acquired {
 			t.Fatalf("%s: %+v %v", id, got, err)
 		}
 		if _, err := a.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
@@ -114,7 +114,7 @@ func holdClaimAndWait() {
 		fmt.Println(err)
 		os.Exit(1)
 	}
-	b, err := s.Begin(ctx, os.Getenv(envHelperID), "", true, time.Hour)
+	b, err := s.Begin(ctx, os.Getenv(envHelperID), claim.Copy{Fresh: true}, time.Hour)
 	if err != nil || b.Result != claim.Acquired {
 		fmt.Println(b.Result, err)
 		os.Exit(1)
@@ -145,7 +145,7 @@ func TestPostgresKilledHolder(t *testing.T) {
 	if strings.TrimSpace(line) != helperHolding {
 		t.Fatalf("helper: %q", line)
 	}
-	if got, _ := s.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Busy {
+	if got, _ := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); got.Result != claim.Busy {
 		t.Fatalf("while the helper holds it: %v, want busy", got.Result)
 	}
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL
@@ -156,7 +156,7 @@ func TestPostgresKilledHolder(t *testing.T) {
 	// The backend notices the closed connection at once; it exits a few
 	// milliseconds later. A lease would be minutes.
 	for {
-		got, err := s.Begin(ctx, "g", "", true, time.Hour)
+		got, err := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestPostgresNeverTwoHolders(t *testing.T) {
 			for r := range rounds {
 				n := (h + r) % ids
 				id := fmt.Sprint("g", n)
-				got, err := s.Begin(ctx, id, "", true, time.Minute)
+				got, err := s.Begin(ctx, id, claim.Copy{Fresh: true}, time.Minute)
 				if err != nil {
 					t.Error(err)
 					return
@@ -257,12 +257,12 @@ func TestPostgresMigrationByManyOpensAtOnce(t *testing.T) {
 func TestPostgresCloseReleases(t *testing.T) {
 	loc := pgtest.New(t)
 	a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
-	a.Begin(ctx, "g", "", true, time.Hour)
+	a.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour)
 	a.Close()
-	if got, err := b.Begin(ctx, "g", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
+	if got, err := b.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Acquired {
 		t.Fatalf("after a's Close: %+v %v", got, err)
 	}
-	if _, err := a.Begin(ctx, "h", "", true, time.Hour); err == nil {
+	if _, err := a.Begin(ctx, "h", claim.Copy{Fresh: true}, time.Hour); err == nil {
 		t.Fatal("Begin on a closed store succeeded")
 	}
 }
@@ -274,11 +274,11 @@ func TestPostgresConns(t *testing.T) {
 	loc := pgtest.New(t)
 	s := openStore(t, loc, Options{Conns: 2})
 	for _, id := range []string{"a", "b"} {
-		if got, err := s.Begin(ctx, id, "", true, time.Hour); err != nil || got.Result != claim.Acquired {
+		if got, err := s.Begin(ctx, id, claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Acquired {
 			t.Fatalf("%s: %+v %v", id, got, err)
 		}
 	}
-	if _, err := s.Begin(ctx, "c", "", true, time.Hour); err == nil || !strings.Contains(err.Error(), "Options.Conns") {
+	if _, err := s.Begin(ctx, "c", claim.Copy{Fresh: true}, time.Hour); err == nil || !strings.Contains(err.Error(), "Options.Conns") {
 		t.Fatalf("a third claim: %v, want refused", err)
 	}
 	if _, err := s.Finish(ctx, "x", claim.Attempt{Outcome: claim.OutNoID, Detail: claim.ReasonNoID}); err != nil {
@@ -288,7 +288,7 @@ func TestPostgresConns(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Finish(ctx, "a", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true})
-	if got, err := s.Begin(ctx, "c", "", true, time.Hour); err != nil || got.Result != claim.Acquired {
+	if got, err := s.Begin(ctx, "c", claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Acquired {
 		t.Fatalf("after a Finish: %+v %v", got, err)
 	}
 }

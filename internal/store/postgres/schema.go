@@ -9,12 +9,13 @@ import (
 // pgSchemaVersion is the version of a database this code wrote. Open
 // migrates older ones up to it and refuses newer ones. It counts on its
 // own: the PostgreSQL schema began after SQLite's second version.
-const pgSchemaVersion = 1
+const pgSchemaVersion = 2
 
 // pgMigrations[v] takes a database from version v to v+1, inside one
 // transaction.
 var pgMigrations = []func(ctx context.Context, tx pgx.Tx) error{
 	pgMigrate1,
+	pgMigrate2,
 }
 
 // pgMigrate1 creates the schema: the same tables and columns as SQLite's
@@ -51,5 +52,13 @@ func pgMigrate1(ctx context.Context, tx pgx.Tx) error {
 	CREATE INDEX attempts_by_message ON attempts (message_id, id);
 	CREATE VIEW processed AS
 		SELECT message_id, claim_id, done_at AS processed_at FROM claims WHERE state = 'done';`)
+	return err
+}
+
+// pgMigrate2 adds the lineage of a claim's retries (consumer
+// --retry-delays), as SQLite's version 4 does: the first step whose copy
+// is still to be acted on (claim.Found.Lineage).
+func pgMigrate2(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `ALTER TABLE claims ADD COLUMN lineage integer NOT NULL DEFAULT 0`)
 	return err
 }

@@ -37,7 +37,7 @@ func TestBackupWhileWriting(t *testing.T) {
 			defer wg.Done()
 			for i := range perWorker {
 				id := fmt.Sprintf("w%d-%03d", w, i)
-				if _, err := s.Begin(ctx, id, "C-"+id, true, time.Minute); err != nil {
+				if _, err := s.Begin(ctx, id, claim.Copy{ClaimID: "C-" + id, Fresh: true}, time.Minute); err != nil {
 					t.Error(err)
 					return
 				}
@@ -83,7 +83,7 @@ func TestBackupWhileWriting(t *testing.T) {
 			continue
 		}
 		before++
-		if b, err := restored.Begin(ctx, id, "", true, time.Minute); err != nil || b.Result != claim.Done {
+		if b, err := restored.Begin(ctx, id, claim.Copy{Fresh: true}, time.Minute); err != nil || b.Result != claim.Done {
 			t.Fatalf("%s, delivered before the backup: %+v %v in the restored copy, want done (acked without a call)", id, b, err)
 		}
 	}
@@ -91,7 +91,7 @@ func TestBackupWhileWriting(t *testing.T) {
 		t.Fatal("no claim was delivered before the backup began")
 	}
 	// A claim never delivered is new to the copy too.
-	if b, err := restored.Begin(ctx, "never-seen", "", true, time.Minute); err != nil || b.Result != claim.Acquired {
+	if b, err := restored.Begin(ctx, "never-seen", claim.Copy{Fresh: true}, time.Minute); err != nil || b.Result != claim.Acquired {
 		t.Fatalf("a new id in the restored copy: %+v %v", b, err)
 	}
 	t.Logf("%d claims delivered before the backup began, %d by the time it ended, %d in all", before, during, workers*perWorker)

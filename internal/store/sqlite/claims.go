@@ -11,37 +11,37 @@ import (
 )
 
 // Begin takes message id in progress for this process for lease, unless it
-// is done already, another live process holds it, or (for a redelivered
-// copy, fresh false) it was dead-lettered before: claim.Begin decides from
-// what the record says. A solo store reads the record and holds the claim
+// is done already, another live process holds it, it was dead-lettered
+// before (for a redelivered copy), or the step of copy c was carried out
+// already: claim.Begin decides from what the record says. A solo store reads the record and holds the claim
 // in memory (solo.go); a shared one writes the in-progress row another
 // process reads.
-func (s *Store) Begin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (b claim.Begun, err error) {
+func (s *Store) Begin(ctx context.Context, id string, c claim.Copy, lease time.Duration) (b claim.Begun, err error) {
 	if s.readOnly {
 		return claim.Begun{}, errReadOnly
 	}
-	if b, ok, err := s.soloBegin(ctx, id, claimID, fresh, lease); ok {
+	if b, ok, err := s.soloBegin(ctx, id, c, lease); ok {
 		return b, err
 	}
 	err = s.write(ctx, false, func(tx *sql.Tx) error {
 		now := nowMS()
 		// The common case, an id never seen, in one statement.
-		r, err := tx.Stmt(s.stmts.insertNew).Exec(id, s.owner, now+lease.Milliseconds(), nullable(claimID), now)
+		r, err := tx.Stmt(s.stmts.insertNew).Exec(id, s.owner, now+lease.Milliseconds(), nullable(c.ClaimID), now)
 		if err != nil {
 			return err
 		}
 		if n, _ := r.RowsAffected(); n == 1 {
-			b = claim.Begin(claim.Found{}, fresh)
+			b = claim.Begin(claim.Found{}, c)
 			return nil
 		}
 		f, err := s.found(tx.Stmt(s.stmts.selectClaim).QueryRow(id), now)
 		if err != nil {
 			return err
 		}
-		if b = claim.Begin(f, fresh); b.Result != claim.Acquired {
+		if b = claim.Begin(f, c); b.Result != claim.Acquired {
 			return nil
 		}
-		_, err = tx.Stmt(s.stmts.takeClaim).Exec(s.owner, now+lease.Milliseconds(), b.Failures, nullable(claimID), now, id)
+		_, err = tx.Stmt(s.stmts.takeClaim).Exec(s.owner, now+lease.Milliseconds(), b.Failures, nullable(c.ClaimID), now, b.Restart, id)
 		return err
 	})
 	return b, err
@@ -54,7 +54,7 @@ func (s *Store) found(row *sql.Row, now int64) (claim.Found, error) {
 	var state, owner, reason sql.NullString
 	var leaseUntil sql.NullInt64
 	var f claim.Found
-	if err := row.Scan(&state, &owner, &leaseUntil, &f.Failures, &reason); err != nil {
+	if err := row.Scan(&state, &owner, &leaseUntil, &f.Failures, &reason, &f.Lineage); err != nil {
 		return claim.Found{}, err
 	}
 	f.State, f.Reason = claim.ParseState(state.String), claim.StoredReason(reason.String)
@@ -93,7 +93,7 @@ func (s *Store) Finish(ctx context.Context, id string, a claim.Attempt) (claim.O
 		now := nowMS()
 		st := state.String()
 		res, err := tx.Stmt(s.stmts.finish).Exec(st, called, failed, a.Status, nullable(a.Error), a.Outcome.Reason.String(),
-			st, nullable(a.Detail), now, doneAt(state, now), id, st, s.owner)
+			st, nullable(a.Detail), now, doneAt(state, now), a.Lineage, id, st, s.owner)
 		if err != nil {
 			return err
 		}
@@ -117,16 +117,17 @@ func (s *Store) notFinished(tx *sql.Tx, id string, a claim.Attempt, state claim.
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// Keep the record anyway.
-		_, err := tx.Exec(`INSERT INTO claims (message_id, state, attempts, failures, last_status, last_error, reason, dead_reason, updated_at, done_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, state.String(), called, failed, a.Status, nullable(a.Error),
-			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now))
+		_, err := tx.Exec(`INSERT INTO claims (message_id, state, attempts, failures, last_status, last_error, reason, dead_reason, updated_at, done_at, lineage)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, state.String(), called, failed, a.Status, nullable(a.Error),
+			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now), a.Lineage)
 		return a.Outcome, err
 	case err != nil:
 		return a.Outcome, err
 	}
 	// Done already, or held by another process: count the call, keep
 	// the record.
-	if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, updated_at = ? WHERE message_id = ?`, called, now, id); err != nil {
+	if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, lineage = max(lineage, ?), updated_at = ? WHERE message_id = ?`,
+		called, a.Lineage, now, id); err != nil {
 		return a.Outcome, err
 	}
 	if claim.ParseState(cur.String) == claim.StateDone {
@@ -167,7 +168,7 @@ type stmts struct {
 }
 
 // selectClaim is what Begin reads of a record (see found).
-const selectClaim = `SELECT state, owner, lease_until, failures, reason FROM claims WHERE message_id = ?`
+const selectClaim = `SELECT state, owner, lease_until, failures, reason, lineage FROM claims WHERE message_id = ?`
 
 // statements are the writer's, by where prepare puts them. The states are
 // spelt through claim.SQL.
@@ -182,36 +183,39 @@ func (s *Store) statements() []struct {
 		{&s.stmts.insertNew, `INSERT INTO claims (message_id, state, owner, lease_until, claim_id, updated_at)
 			VALUES (?, {inflight}, ?, ?, ?, ?) ON CONFLICT (message_id) DO NOTHING`},
 		{&s.stmts.selectClaim, selectClaim},
+		// A first try of a fresh copy (Restart) starts the lineage over.
 		{&s.stmts.takeClaim, `UPDATE claims SET state = {inflight}, owner = ?, lease_until = ?, failures = ?,
-			claim_id = COALESCE(?, claim_id), updated_at = ? WHERE message_id = ?`},
+			claim_id = COALESCE(?, claim_id), updated_at = ?, lineage = CASE WHEN ? THEN 0 ELSE lineage END WHERE message_id = ?`},
 		// A done record is never overwritten, and a claim another process
 		// holds now is not released by a late holder, unless this one's
 		// outcome is the acceptance itself.
 		{&s.stmts.finish, `UPDATE claims SET state = ?, owner = NULL, lease_until = NULL,
 			attempts = attempts + ?, failures = failures + ?, last_status = ?, last_error = ?, reason = ?,
 			dead_reason = CASE WHEN ? = {dead} THEN ? ELSE dead_reason END,
-			updated_at = ?, done_at = COALESCE(?, done_at)
+			updated_at = ?, done_at = COALESCE(?, done_at), lineage = max(lineage, ?)
 			WHERE message_id = ? AND state <> {done}
 				AND (? = {done} OR state <> {inflight} OR owner IS NULL OR owner = ?)`},
 		// Solo mode's Finish: the whole record in one statement. A done
 		// record is never overwritten; failures is the count Begin read
 		// plus this one (?5 is NULL for a claim not held: the count on
-		// record).
+		// record); the lineage starts over for a claim Begin restarted
+		// (?14), and rises to this outcome's (?13).
 		{&s.stmts.upsert, `INSERT INTO claims (message_id, state, claim_id, attempts, failures, last_status, last_error,
-				reason, dead_reason, updated_at, done_at)
-			VALUES (?1, ?2, ?3, ?4, COALESCE(?5, 0) + ?6, ?7, ?8, ?9, CASE WHEN ?2 = {dead} THEN ?10 END, ?11, ?12)
+				reason, dead_reason, updated_at, done_at, lineage)
+			VALUES (?1, ?2, ?3, ?4, COALESCE(?5, 0) + ?6, ?7, ?8, ?9, CASE WHEN ?2 = {dead} THEN ?10 END, ?11, ?12, ?13)
 			ON CONFLICT (message_id) DO UPDATE SET state = ?2, owner = NULL, lease_until = NULL,
 				claim_id = COALESCE(?3, claim_id), attempts = attempts + ?4, failures = COALESCE(?5, failures) + ?6,
 				last_status = ?7, last_error = ?8, reason = ?9,
 				dead_reason = CASE WHEN ?2 = {dead} THEN ?10 ELSE dead_reason END,
-				updated_at = ?11, done_at = COALESCE(?12, done_at)
+				updated_at = ?11, done_at = COALESCE(?12, done_at),
+				lineage = max(CASE WHEN ?14 THEN 0 ELSE lineage END, ?13)
 			WHERE state <> {done}`},
 		// Leaving solo mode: a claim held in memory becomes the row Begin
 		// would have written.
 		{&s.stmts.writeDown, `INSERT INTO claims (message_id, state, owner, lease_until, failures, claim_id, updated_at)
 			VALUES (?1, {inflight}, ?2, ?3, ?4, ?5, ?6)
 			ON CONFLICT (message_id) DO UPDATE SET state = {inflight}, owner = ?2, lease_until = ?3, failures = ?4,
-				claim_id = COALESCE(?5, claim_id), updated_at = ?6
+				claim_id = COALESCE(?5, claim_id), updated_at = ?6, lineage = CASE WHEN ?7 THEN 0 ELSE lineage END
 			WHERE state <> {done}`},
 		{&s.stmts.insertAttempt, `INSERT INTO attempts (message_id, at, redelivered, status, error, action, reason, latency_ms)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},

@@ -31,7 +31,7 @@ func TestSymlinkedPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := open(t, link, Options{})
-		if _, err := s.Begin(ctx, "g", "", true, time.Minute); err != nil {
+		if _, err := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
@@ -86,11 +86,11 @@ func TestAdoptsTheLabsFile(t *testing.T) {
 	db.Close()
 	s := open(t, path, Options{})
 	for _, id := range []string{"lab-1", "lab-2"} {
-		if b, err := s.Begin(ctx, id, "", true, time.Minute); err != nil || b.Result != claim.Done {
+		if b, err := s.Begin(ctx, id, claim.Copy{Fresh: true}, time.Minute); err != nil || b.Result != claim.Done {
 			t.Errorf("%s: %+v %v, want done (the lab delivered it)", id, b, err)
 		}
 	}
-	if b, _ := s.Begin(ctx, "new-1", "", true, time.Minute); b.Result != claim.Acquired {
+	if b, _ := s.Begin(ctx, "new-1", claim.Copy{Fresh: true}, time.Minute); b.Result != claim.Acquired {
 		t.Errorf("a new id: %v", b.Result)
 	}
 	var n int
@@ -100,7 +100,7 @@ func TestAdoptsTheLabsFile(t *testing.T) {
 	s.Close()
 	// Open again: nothing to migrate, still the same.
 	s = open(t, path, Options{})
-	if b, _ := s.Begin(ctx, "lab-2", "", true, time.Minute); b.Result != claim.Done {
+	if b, _ := s.Begin(ctx, "lab-2", claim.Copy{Fresh: true}, time.Minute); b.Result != claim.Done {
 		t.Errorf("after reopen: %v", b.Result)
 	}
 }

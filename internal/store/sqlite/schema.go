@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is PRAGMA user_version of a file this code wrote. Open
 // migrates older files up to it and refuses newer ones.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[v] takes a file from version v to v+1, inside one
 // transaction.
@@ -18,6 +18,7 @@ var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	migrate1,
 	migrate2,
 	migrate3,
+	migrate4,
 }
 
 const schema1 = `CREATE TABLE claims (
@@ -116,6 +117,13 @@ const backfillReason = `CASE
 // 2, which would write in-progress rows that a solo store never reads,
 // refuses it.
 func migrate3(context.Context, *sql.Tx) error { return nil }
+
+// migrate4 adds the lineage of a claim's retries (consumer --retry-delays):
+// the first step whose copy is still to be acted on (claim.Found.Lineage).
+func migrate4(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `ALTER TABLE claims ADD COLUMN lineage INTEGER NOT NULL DEFAULT 0`)
+	return err
+}
 
 // init sets the file up (WAL, page size, checkpoints, durability), checks
 // its schema version, and migrates it (not a read-only store's).

@@ -62,6 +62,7 @@ type heldClaim struct {
 	claimID    string
 	failures   int   // transient failures of the current copy, before this call
 	leaseUntil int64 // unix ms, as Begin would have written it
+	restart    bool  // the lineage starts over (claim.Begun.Restart)
 }
 
 // errNoOFDLocks: the system has no open-file-description locks.
@@ -155,7 +156,7 @@ func (s *Store) share() error {
 		now := nowMS()
 		err := s.write(context.Background(), false, func(tx *sql.Tx) error {
 			for id, c := range held {
-				if _, err := tx.Stmt(s.stmts.writeDown).Exec(id, s.owner, c.leaseUntil, c.failures, nullable(c.claimID), now); err != nil {
+				if _, err := tx.Stmt(s.stmts.writeDown).Exec(id, s.owner, c.leaseUntil, c.failures, nullable(c.claimID), now, c.restart); err != nil {
 					return err
 				}
 			}
@@ -188,7 +189,7 @@ func (s *Store) closeSolo() {
 
 // soloBegin is Begin in solo mode: it reads the record and holds the claim
 // in memory. ok is false when the store is not solo (any more).
-func (s *Store) soloBegin(ctx context.Context, id, claimID string, fresh bool, lease time.Duration) (b claim.Begun, ok bool, err error) {
+func (s *Store) soloBegin(ctx context.Context, id string, c claim.Copy, lease time.Duration) (b claim.Begun, ok bool, err error) {
 	s.solo.mu.RLock()
 	defer s.solo.mu.RUnlock()
 	if !s.solo.on {
@@ -205,11 +206,11 @@ func (s *Store) soloBegin(ctx context.Context, id, claimID string, fresh bool, l
 	case err != nil:
 		return claim.Begun{}, true, err
 	}
-	if b = claim.Begin(f, fresh); b.Result != claim.Acquired {
+	if b = claim.Begin(f, c); b.Result != claim.Acquired {
 		return b, true, nil
 	}
 	s.solo.heldMu.Lock()
-	s.solo.held[id] = heldClaim{claimID: claimID, failures: b.Failures, leaseUntil: now + lease.Milliseconds()}
+	s.solo.held[id] = heldClaim{claimID: c.ClaimID, failures: b.Failures, leaseUntil: now + lease.Milliseconds(), restart: b.Restart}
 	s.solo.heldMu.Unlock()
 	return b, true, nil
 }
@@ -232,19 +233,21 @@ func (s *Store) soloFinish(ctx context.Context, id string, a claim.Attempt, stat
 	if held {
 		base, claimID = c.failures, nullable(c.claimID)
 	}
+	restart := held && c.restart
 	called, failed := a.Counts()
 	err = s.write(ctx, true, func(tx *sql.Tx) error {
 		out = a.Outcome
 		now := nowMS()
 		r, err := tx.Stmt(s.stmts.upsert).Exec(id, state.String(), claimID, called, base, failed, a.Status, nullable(a.Error),
-			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now))
+			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now), a.Lineage, restart)
 		if err != nil {
 			return err
 		}
 		if n, _ := r.RowsAffected(); n == 0 {
 			// Done already (a done record is never overwritten): count
 			// the call.
-			if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, updated_at = ? WHERE message_id = ?`, called, now, id); err != nil {
+			if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, lineage = max(lineage, ?), updated_at = ? WHERE message_id = ?`,
+				called, a.Lineage, now, id); err != nil {
 				return err
 			}
 			out = claim.OutDuplicate

@@ -28,7 +28,7 @@ func TestSoloThenShared(t *testing.T) {
 	if !a.isSolo() {
 		t.Fatal("a store alone on its file is not solo")
 	}
-	if b, err := a.Begin(ctx, "held", "C-1", true, time.Hour); err != nil || b.Result != claim.Acquired {
+	if b, err := a.Begin(ctx, "held", claim.Copy{ClaimID: "C-1", Fresh: true}, time.Hour); err != nil || b.Result != claim.Acquired {
 		t.Fatalf("begin: %+v %v", b, err)
 	}
 	if n := rows(t, a); n != 0 {
@@ -48,13 +48,13 @@ func TestSoloThenShared(t *testing.T) {
 	if a.isSolo() || b.isSolo() {
 		t.Fatalf("solo after a second store opened: a %v, b %v", a.isSolo(), b.isSolo())
 	}
-	if got, err := b.Begin(ctx, "held", "", true, time.Hour); err != nil || got.Result != claim.Busy {
+	if got, err := b.Begin(ctx, "held", claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Busy {
 		t.Fatalf("b on a's claim: %+v %v, want busy: a wrote it down before b's Open returned", got, err)
 	}
 	if out, err := a.Finish(ctx, "held", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil || out != claim.OutDelivered {
 		t.Fatal(out, err)
 	}
-	if got, _ := b.Begin(ctx, "held", "", false, time.Hour); got.Result != claim.Done {
+	if got, _ := b.Begin(ctx, "held", claim.Copy{}, time.Hour); got.Result != claim.Done {
 		t.Fatalf("b after a delivered it: %v, want done", got.Result)
 	}
 	rec, _, _ := b.Get(ctx, "held")
@@ -62,10 +62,10 @@ func TestSoloThenShared(t *testing.T) {
 		t.Fatalf("the record of a claim begun solo and finished shared: %+v", rec)
 	}
 	// a is a sharer now: its claims are rows again.
-	if got, _ := a.Begin(ctx, "later", "", true, time.Hour); got.Result != claim.Acquired {
+	if got, _ := a.Begin(ctx, "later", claim.Copy{Fresh: true}, time.Hour); got.Result != claim.Acquired {
 		t.Fatal("a could not begin")
 	}
-	if got, _ := b.Begin(ctx, "later", "", true, time.Hour); got.Result != claim.Busy {
+	if got, _ := b.Begin(ctx, "later", claim.Copy{Fresh: true}, time.Hour); got.Result != claim.Busy {
 		t.Fatalf("b on a's new claim: %v, want busy", got.Result)
 	}
 	b.Close()
@@ -84,11 +84,11 @@ func TestSoloRecord(t *testing.T) {
 	if !s.isSolo() {
 		t.Fatal("not solo")
 	}
-	s.Begin(ctx, "g", "C-g", true, time.Minute)
+	s.Begin(ctx, "g", claim.Copy{ClaimID: "C-g", Fresh: true}, time.Minute)
 	if out, _ := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); out != claim.OutRetry {
 		t.Fatal(out)
 	}
-	if b, _ := s.Begin(ctx, "g", "", false, time.Minute); b.Failures != 1 {
+	if b, _ := s.Begin(ctx, "g", claim.Copy{}, time.Minute); b.Failures != 1 {
 		t.Fatalf("redelivered: %+v, want 1 failure", b)
 	}
 	if out, _ := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutFailed, Detail: "failed twice", Called: true}); out != claim.OutFailed {
@@ -98,10 +98,10 @@ func TestSoloRecord(t *testing.T) {
 	if rec.State != "dead" || rec.Failures != 1 || rec.Attempts != 2 || rec.ClaimID != "C-g" || rec.DeadReason != "failed twice" || rec.Outcome != claim.OutFailed {
 		t.Fatalf("record: %+v", rec)
 	}
-	if b, _ := s.Begin(ctx, "g", "", false, time.Minute); b.Result != claim.DeadBefore || b.Prior != claim.OutFailed {
+	if b, _ := s.Begin(ctx, "g", claim.Copy{}, time.Minute); b.Result != claim.DeadBefore || b.Prior != claim.OutFailed {
 		t.Fatalf("redelivered dead letter: %+v", b)
 	}
-	if b, _ := s.Begin(ctx, "g", "", true, time.Minute); b.Result != claim.Acquired || b.Failures != 0 {
+	if b, _ := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Minute); b.Result != claim.Acquired || b.Failures != 0 {
 		t.Fatalf("fresh copy of a dead letter: %+v", b)
 	}
 	if out, _ := s.Finish(ctx, "g", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); out != claim.OutDelivered {

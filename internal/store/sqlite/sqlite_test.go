@@ -41,9 +41,9 @@ func TestSQLiteFile(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("file mode: %v %v", fi.Mode(), err)
 	}
-	s.Begin(ctx, "g1", "C-1", true, time.Minute)
+	s.Begin(ctx, "g1", claim.Copy{ClaimID: "C-1", Fresh: true}, time.Minute)
 	s.Finish(ctx, "g1", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true})
-	s.Begin(ctx, "g2", "C-2", true, time.Minute)
+	s.Begin(ctx, "g2", claim.Copy{ClaimID: "C-2", Fresh: true}, time.Minute)
 	var n int
 	if err := s.db.QueryRow(`SELECT count(*) FROM processed`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("processed view: %d %v", n, err)
@@ -56,15 +56,15 @@ func TestSQLiteLeaseRunsOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.db")
 	a := open(t, path, Options{Owner: "elsewhere:1:1"})
 	b := open(t, path, Options{})
-	if got, _ := a.Begin(ctx, "g", "", true, 300*time.Millisecond); got.Result != claim.Acquired {
+	if got, _ := a.Begin(ctx, "g", claim.Copy{Fresh: true}, 300*time.Millisecond); got.Result != claim.Acquired {
 		t.Fatal("a did not acquire")
 	}
-	if got, _ := b.Begin(ctx, "g", "", true, time.Minute); got.Result != claim.Busy {
+	if got, _ := b.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Minute); got.Result != claim.Busy {
 		t.Fatalf("b: %v, want busy while a's lease runs", got.Result)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		got, err := b.Begin(ctx, "g", "", true, time.Minute)
+		got, err := b.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,8 +84,8 @@ func TestDeadOwnerOnThisHostIsTakenAtOnce(t *testing.T) {
 	// pid 1's start time is never "x": the owner is gone.
 	a := open(t, path, Options{Owner: fmt.Sprintf("%s:1:x", host)})
 	b := open(t, path, Options{})
-	a.Begin(ctx, "g", "", true, time.Hour)
-	if got, _ := b.Begin(ctx, "g", "", true, time.Hour); got.Result != claim.Acquired {
+	a.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour)
+	if got, _ := b.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); got.Result != claim.Acquired {
 		t.Fatalf("b: %v, want acquired: the owner no longer runs", got.Result)
 	}
 }
