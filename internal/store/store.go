@@ -62,6 +62,9 @@ type Store interface {
 	// a claim in flight, waiting for its retry, or dead-lettered. It
 	// returns how many records it deleted (the consumer's --retain).
 	Prune(ctx context.Context, olderThan time.Time, batch int) (int, error)
+	// Ping asks whether the store can keep a record now: after a failure
+	// Transient says waiting fixes, the consumer probes with it.
+	Ping(ctx context.Context) error
 	// Path names the store for messages, without a password.
 	Path() string
 	// Close waits for pending writes and releases everything held.
@@ -86,6 +89,12 @@ type Options struct {
 	// rather than wait for a connection. SQLite ignores it.
 	Conns int
 }
+
+// Transient reports whether err, from a store, is one waiting fixes (the
+// database server restarting or failing over, the file system full) rather
+// than one it does not (a damaged file, a permission, a schema from the
+// future).
+func Transient(err error) bool { return sqlite.Transient(err) || postgres.Transient(err) }
 
 // Open opens the store that location names: a postgres:// or postgresql://
 // URL selects PostgreSQL, anything else is the path of an SQLite file.
