@@ -39,7 +39,7 @@ type flags struct {
 	logLevel, logFormat, metricsAddr         *string
 	maxSeconds                               *float64
 	prefetch, pauseAfter                     *int
-	httpTimeout                              *time.Duration
+	httpTimeout, storeWait                   *time.Duration
 	json, pauseWhenDown                      *bool
 	failOnDead                               *float64 // nil unless given
 }
@@ -69,6 +69,7 @@ func defineFlags(fs *flag.FlagSet) *flags {
 	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on `host:port` (such as 127.0.0.1:9464)")
 	f.logFormat = fs.String("log-format", "text", "log `format` on stderr: text or json")
 	f.retain = fs.String("retain", "", "prune the records of claims delivered longer ago than `age` (90d, 36h; default: keep them)")
+	f.storeWait = fs.Duration("store-wait", 10*time.Minute, "wait out a dedup store that does not answer (a database restarting, a full disk) for at most `duration`, holding claims back, before exiting 74 (0: exit at the first failure)")
 	return f
 }
 
@@ -100,6 +101,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return config{}, cli.Usagef("--log-format must be text or json, not %q", *f.logFormat)
 	case *f.pauseAfter < 1 || *f.pauseAfter > 1000:
 		return config{}, cli.Usagef("--pause-after must be from 1 to 1000")
+	case *f.storeWait < 0 || *f.storeWait > 24*time.Hour:
+		return config{}, cli.Usagef("--store-wait must be from 0 to 24h, not %s", *f.storeWait)
 	}
 	rc, err := f.relayConfig(getenv)
 	return config{relay: rc, level: level, logJSON: *f.logFormat == "json"}, err
@@ -143,7 +146,7 @@ func (f *flags) relayConfig(getenv func(string) string) (relay.Config, error) {
 	return relay.Config{
 		URL: amqpURL, Getenv: getenv, Claims: endpoint,
 		Prefetch: *f.prefetch, HTTPTimeout: *f.httpTimeout, Accept: accept,
-		Store: store.Path(getenv), Sync: mode,
+		Store: store.Path(getenv), Sync: mode, StoreWait: *f.storeWait,
 		MaxRun: maxRun, Retry: plan, PauseWhenDown: *f.pauseWhenDown, PauseAfter: *f.pauseAfter,
 		MetricsAddr: *f.metricsAddr, Retain: keep, JSON: *f.json, FailOnDead: f.failOnDead,
 	}, nil

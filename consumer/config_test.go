@@ -26,7 +26,7 @@ func TestParseConfig(t *testing.T) {
 	defaults := relay.Config{
 		URL: broker.DefaultURL, Claims: "http://127.0.0.1:9202/v1/claims",
 		Prefetch: 5, HTTPTimeout: 10 * time.Second, Accept: relay.AcceptSet{201},
-		Store: store.DefaultPath, Sync: "full", PauseAfter: 3,
+		Store: store.DefaultPath, Sync: "full", PauseAfter: 3, StoreWait: 10 * time.Minute,
 	}
 	plan, err := retry.Parse("1s,10s")
 	if err != nil {
@@ -38,7 +38,7 @@ func TestParseConfig(t *testing.T) {
 		Prefetch: 50, HTTPTimeout: 3 * time.Second, Accept: relay.AcceptSet{201, 202},
 		Store: "/var/lib/eaimq/p.db", Sync: "normal", MaxRun: 2500 * time.Millisecond,
 		Retry: &plan, PauseWhenDown: true, PauseAfter: 7, MetricsAddr: "127.0.0.1:9464",
-		Retain: 90 * 24 * time.Hour, JSON: true, FailOnDead: &twelve,
+		Retain: 90 * 24 * time.Hour, JSON: true, FailOnDead: &twelve, StoreWait: 90 * time.Second,
 	}
 	for _, tc := range []struct {
 		name    string
@@ -55,7 +55,7 @@ func TestParseConfig(t *testing.T) {
 			"--claim", "https://h:8443/base/", "--max-seconds", "2.5", "--prefetch", "50", "--http-timeout", "3s",
 			"--sync", "NORMAL", "--accept-status", "201, 202,201", "--log-level", "debug", "--json",
 			"--retry-delays", "1s,10s", "--pause-when-down", "--pause-after", "7", "--fail-on-dead", "12.5",
-			"--metrics-addr", "127.0.0.1:9464", "--log-format", "json", "--retain", "90d",
+			"--metrics-addr", "127.0.0.1:9464", "--log-format", "json", "--retain", "90d", "--store-wait", "90s",
 		}, map[string]string{broker.EnvURL: "amqp://u:p@broker:5672/claims", store.EnvPath: "/var/lib/eaimq/p.db"},
 			everything, slog.LevelDebug, true},
 		{"--max-seconds below a nanosecond is a deadline", []string{"--claim", "http://127.0.0.1:9202", "--max-seconds", "1e-12"}, nil,
@@ -118,6 +118,8 @@ func TestParseConfigMistakes(t *testing.T) {
 		{append(claim, "--log-format", "xml"), nil, `--log-format must be text or json, not "xml"`},
 		{append(claim, "--pause-after", "0"), nil, "--pause-after must be from 1 to 1000"},
 		{append(claim, "--pause-after", "1001"), nil, "--pause-after must be from 1 to 1000"},
+		{append(claim, "--store-wait", "-1s"), nil, "--store-wait must be from 0 to 24h"},
+		{append(claim, "--store-wait", "25h"), nil, "--store-wait must be from 0 to 24h"},
 		{append(claim, "--retry-delays", "500ms"), nil, `-retry-delays "500ms"`},
 		{append(claim, "--retain", "90x"), nil, "--retain"},
 		{append(claim, "--sync", "bogus"), nil, `--sync must be full or normal, not "bogus"`},

@@ -95,9 +95,19 @@ func (r *relay) begin(soft context.Context, d *delivery, claimID string) (prior 
 		if !r.pause.wait(soft) || soft.Err() != nil {
 			return 0, false
 		}
+		// While the store is unavailable no call starts: the claim goes
+		// back to claim.in (store.go).
+		if r.storeIsDown() {
+			r.giveBack(d)
+			return 0, false
+		}
 		b, err := r.store.Begin(r.hard, d.id, claim.Copy{ClaimID: claimID, Fresh: !d.Redelivered, Step: r.step(d)}, r.lease)
 		if err != nil {
-			r.storeFailed(d.lg, err)
+			if r.storeUnavailable(err) {
+				r.giveBack(d)
+			} else {
+				r.storeFailed(d.lg, err)
+			}
 			return 0, false
 		}
 		switch b.Result {
@@ -171,11 +181,11 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 	// after a second signal: an answer in hand is the one thing that must
 	// not be thrown away.
 	commit := time.Now()
-	recorded, err := r.store.Finish(context.WithoutCancel(r.hard), d.id, att)
+	recorded, err := r.finishHeld(soft, d, att)
 	r.metrics.Commit(time.Since(commit))
 	r.answered.Done()
 	if err != nil {
-		r.storeFailed(d.lg, err)
+		r.recordFailed(d, att, err)
 		return
 	}
 	if r.hard.Err() != nil {
@@ -224,11 +234,11 @@ func (r *relay) carryOut(d *delivery, att *claim.Attempt, a partner.Answer, wait
 			// then the claim is left in claim.in.
 			_, ferr := r.store.Finish(context.WithoutCancel(r.hard), d.id, *att)
 			r.answered.Done()
-			if ferr != nil {
+			if ferr != nil && !r.storeUnavailable(ferr) {
 				r.storeFailed(d.lg, ferr)
 				return false
 			}
-			r.notDelayed(d, *att, a, wait, err)
+			r.notDelayed(d, *att, a, wait, err) // requeued, recorded or not
 			return false
 		}
 		att.Lineage = wait.done + 1
@@ -246,7 +256,11 @@ func (r *relay) settle(d *delivery, out claim.Outcome, why string) {
 	if _, err := r.store.Finish(context.WithoutCancel(r.hard), d.id, claim.Attempt{
 		Redelivered: d.Redelivered, Outcome: out, Detail: detail, Error: partner.Excerpt([]byte(why)),
 	}); err != nil {
-		r.storeFailed(d.lg, err)
+		if r.storeUnavailable(err) {
+			r.giveBack(d)
+		} else {
+			r.storeFailed(d.lg, err)
+		}
 		return
 	}
 	r.act(d, out, detail, partner.Answer{}, later{})

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -192,7 +193,12 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 		}
 		return e
 	}
+	var reopened <-chan struct{} // while held back (the store down): closed when it answers
 	for {
+		storeDown := r.storeDown.closed()
+		if deliveries == nil {
+			storeDown = nil // held back already
+		}
 		select {
 		case <-soft.Done():
 			return drain()
@@ -203,6 +209,18 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 			return lost(e)
 		case e := <-chClosed:
 			return lost(e)
+		case <-storeDown:
+			if err := r.holdBack(ch, deliveries); err != nil {
+				return err
+			}
+			deliveries, reopened = nil, r.storeDown.opens()
+		case <-reopened:
+			var err error
+			if deliveries, err = ch.Consume(topo.Queue, r.tag, false /* autoAck: never */, false, false, false, nil); err != nil {
+				return fmt.Errorf("consume %s again: %w", topo.Queue, err) // a session to start over
+			}
+			reopened = nil
+			r.cfg.Log.Info("the dedup store answers: consuming again")
 		case d, ok := <-deliveries:
 			if !ok {
 				// The broker cancelled us (claim.in deleted) or the channel
@@ -226,4 +244,21 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 			}
 		}
 	}
+}
+
+// holdBack stops consuming while the dedup store is unavailable: the
+// consumer is cancelled, so the broker sends nothing more, and what it had
+// sent already and no worker has taken goes back to claim.in at once,
+// where another consumer (or this one, later) takes it. The session
+// consumes again when the store answers.
+func (r *relay) holdBack(ch *amqp.Channel, deliveries <-chan amqp.Delivery) error {
+	if err := ch.Cancel(r.tag, false); err != nil {
+		return fmt.Errorf("cancel the consumer while the dedup store is unavailable: %w", err)
+	}
+	// After basic.cancel-ok the library hands over what it had buffered,
+	// then closes the channel.
+	for d := range deliveries {
+		d.Nack(false, true /* requeue: give it back */)
+	}
+	return nil
 }

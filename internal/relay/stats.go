@@ -63,6 +63,10 @@ type Summary struct {
 	PausedSeconds float64 `json:"paused_seconds,omitempty"`
 	Pauses        int     `json:"pauses,omitempty"`
 	PauseReason   string  `json:"pause_reason,omitempty"` // the last pause's
+	// When the dedup store was unavailable and waited out.
+	StoreDownSeconds float64 `json:"store_down_seconds,omitempty"`
+	StoreOutages     int     `json:"store_outages,omitempty"`
+	StoreDownReason  string  `json:"store_down_reason,omitempty"` // the last outage's
 }
 
 // settled is the claims this run finished with: delivered, skipped as
@@ -102,6 +106,9 @@ func (m Summary) writeText(w io.Writer) {
 	}
 	if m.Pauses > 0 {
 		paused = fmt.Sprintf("; paused %.1fs in %d pause(s), the claim system down (%s)", m.PausedSeconds, m.Pauses, m.PauseReason)
+	}
+	if m.StoreOutages > 0 {
+		paused += fmt.Sprintf("; held back %.1fs in %d outage(s) of the dedup store (%s)", m.StoreDownSeconds, m.StoreOutages, m.StoreDownReason)
 	}
 	fmt.Fprintf(w, "consumer: %d received: %d delivered, %d duplicates skipped, %d requeued%s, %d dead-lettered "+
 		"(%d rejected by the claim system, %d failed twice, %d without id, %d unexpected status, %d unsendable), %d errors; %.1fs%s\n",
