@@ -117,6 +117,16 @@ func Parse(fs *flag.FlagSet, args []string) error {
 // quiet marks an error that has been shown to the user already.
 type quiet struct{ error }
 
+// Shown marks err as reported already (a program whose log is JSON wrote
+// it as a log line): Report prints nothing for it, and Code maps it as it
+// maps err. A nil err stays nil.
+func Shown(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &quiet{err}
+}
+
 func (q *quiet) Unwrap() error { return q.error }
 
 // Report prints err once, prefixed with the program's name, unless it is -h
@@ -187,38 +197,54 @@ func SeeManual(program string) string {
 	return fmt.Sprintf("run '%s -h' for the manual", program)
 }
 
-// Version says which build this is: the module version (or "(devel)"), the
-// VCS revision and time the binary was built from, whether the tree had
-// uncommitted changes, and the Go version, all from debug.ReadBuildInfo.
-func Version(program string) string {
+// Build is what the binary says of its own build (debug.ReadBuildInfo):
+// the module version ("(devel)" for a build from a work tree), the VCS
+// revision and time it was built from, whether the tree had uncommitted
+// changes, and the Go version. -version prints it; the consumer exports it
+// as eaimq_build_info.
+type Build struct {
+	Path, Version, Revision, Time, GoVersion string
+	Modified, Known                          bool
+}
+
+// ReadBuild reads the running binary's Build.
+func ReadBuild() Build {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return program + " (no build information)"
+		return Build{}
 	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
+	b := Build{Path: bi.Main.Path, Version: bi.Main.Version, GoVersion: bi.GoVersion, Known: true}
+	if b.Version == "" {
+		b.Version = "(devel)"
 	}
-	out := fmt.Sprintf("%s %s %s", program, bi.Main.Path, v)
-	var rev, at, modified string
 	for _, kv := range bi.Settings {
 		switch kv.Key {
 		case "vcs.revision":
-			rev = kv.Value
+			b.Revision = kv.Value
 		case "vcs.time":
-			at = kv.Value
+			b.Time = kv.Value
 		case "vcs.modified":
-			modified = kv.Value
+			b.Modified = kv.Value == "true"
 		}
 	}
-	if rev != "" {
-		out += " rev " + rev
-		if at != "" {
-			out += " " + at
+	return b
+}
+
+// Version says which build this is, in one line (Build's fields).
+func Version(program string) string {
+	b := ReadBuild()
+	if !b.Known {
+		return program + " (no build information)"
+	}
+	out := fmt.Sprintf("%s %s %s", program, b.Path, b.Version)
+	if b.Revision != "" {
+		out += " rev " + b.Revision
+		if b.Time != "" {
+			out += " " + b.Time
 		}
-		if modified == "true" {
+		if b.Modified {
 			out += " (with uncommitted changes)"
 		}
 	}
-	return out + " " + bi.GoVersion
+	return out + " " + b.GoVersion
 }
