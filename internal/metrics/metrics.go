@@ -6,46 +6,70 @@
 // and nothing a dependency registers leaks into the scrape. Every method is
 // safe on a nil *Consumer and does nothing: without --metrics-addr the
 // consumer pays a nil check per event.
+//
+// What costs nothing on a claim's way is read at scrape time instead of
+// being kept up to date per claim: readiness, the partner's failures in a
+// row and the deliveries held unacked are functions of the running
+// consumer (Live), called when Prometheus asks.
 package metrics
 
 import (
-	"context"
-	"fmt"
-	"net"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"eaimq/internal/claim"
+	"eaimq/internal/cli"
+	"eaimq/internal/topo"
 )
 
 // Consumer is the consumer's metrics.
 type Consumer struct {
-	reg       *prometheus.Registry
-	received  prometheus.Counter
-	claims    *prometheus.CounterVec
-	calls     *prometheus.CounterVec
-	latency   prometheus.Histogram
-	dedup     prometheus.Counter
-	inFlight  prometheus.Gauge
-	retries   *prometheus.CounterVec
-	paused    prometheus.Gauge
-	pausedSec prometheus.Counter
-	commit    prometheus.Histogram
+	reg        *prometheus.Registry
+	live       Live
+	received   prometheus.Counter
+	claims     *prometheus.CounterVec
+	calls      *prometheus.CounterVec
+	latency    prometheus.Histogram
+	dedup      prometheus.Counter
+	inFlight   prometheus.Gauge
+	retries    *prometheus.CounterVec
+	paused     prometheus.Gauge
+	pausedSec  prometheus.Counter
+	commit     prometheus.Histogram
+	depth      *prometheus.GaugeVec
+	reconnects prometheus.Counter
 }
+
+// Live is what the metrics read from the running consumer at each scrape.
+type Live struct {
+	// Ready is /readyz and eaimq_ready.
+	Ready Ready
+	// Failures is the partner calls in a row that failed.
+	Failures func() int64
+	// Unacked is the deliveries of claim.in this consumer holds unacked.
+	Unacked func() int64
+	// VHost labels the queue metrics: several consumers, one vhost each,
+	// on one Prometheus.
+	VHost string
+}
+
+// Ready says whether the consumer can do its job now; why names what is
+// not right when it cannot.
+type Ready func() (ok bool, why string)
 
 // Classes are the partner call classes: the status class, or "error" when
 // there was no answer (refused, reset, timeout).
 var Classes = []string{"1xx", "2xx", "3xx", "4xx", "5xx", "error"}
 
-// New makes the metrics on a private registry.
-func New() *Consumer {
+// New makes the metrics on a private registry; live's functions must be
+// safe to call from the scraping goroutine at any time.
+func New(live Live) *Consumer {
 	m := &Consumer{
-		reg: prometheus.NewRegistry(),
+		reg:  prometheus.NewRegistry(),
+		live: live,
 		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eaimq_deliveries_received_total",
 			Help: "Deliveries taken from claim.in (redeliveries and retries included).",
@@ -88,10 +112,19 @@ func New() *Consumer {
 			Help:    "Time to make an outcome durable in the dedup store (the commit before each ack).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "eaimq_queue_messages_ready",
+			Help: "Messages ready in claim.in and claim.dead, as the broker answered a passive declare (every few seconds; absent while the consumer has no connection).",
+		}, []string{"queue", "vhost"}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eaimq_broker_reconnects_total",
+			Help: "Broker connections opened again after one was lost.",
+		}),
 	}
 	m.reg.MustRegister(m.received, m.claims, m.calls, m.latency, m.dedup, m.inFlight, m.retries,
-		m.paused, m.pausedSec, m.commit,
+		m.paused, m.pausedSec, m.commit, m.depth, m.reconnects,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.scraped()...)
 	// Every outcome's series exists from the start (at 0), so that rate()
 	// and increase() see the first claim of each.
 	for _, o := range claim.Outcomes {
@@ -101,6 +134,57 @@ func New() *Consumer {
 		m.calls.WithLabelValues(c)
 	}
 	return m
+}
+
+// scraped is the metrics read from the consumer when Prometheus asks, and
+// the build's: nothing on a claim's way keeps them.
+func (m *Consumer) scraped() []prometheus.Collector {
+	b := cli.ReadBuild()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "eaimq_build_info",
+		Help: "1, labelled with the build this consumer runs (as -version says it).",
+		ConstLabels: prometheus.Labels{"program": "consumer", "version": b.Version, "revision": b.Revision,
+			"modified": strconv.FormatBool(b.Modified), "goversion": b.GoVersion},
+	})
+	build.Set(1)
+	return []prometheus.Collector{
+		build,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "eaimq_ready",
+			Help: "1 while /readyz answers 200, 0 while it answers 503 (GET /readyz says why).",
+		}, func() float64 {
+			if m.live.Ready == nil {
+				return 0
+			}
+			ok, _ := m.live.Ready()
+			return b2f(ok)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "eaimq_partner_consecutive_failures",
+			Help: "Partner calls in a row that failed (no answer, 5xx, 408, 429, or an answer that is not one); 0 after a call that did not.",
+		}, liveInt(m.live.Failures)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "eaimq_queue_messages_unacked",
+			Help:        "Deliveries of claim.in this consumer holds unacked now: taken from the broker, not yet acked, requeued or rejected (at most --prefetch). Sum over the consumers of a vhost.",
+			ConstLabels: prometheus.Labels{"queue": topo.Queue, "vhost": m.live.VHost},
+		}, liveInt(m.live.Unacked)),
+	}
+}
+
+func liveInt(f func() int64) func() float64 {
+	return func() float64 {
+		if f == nil {
+			return 0
+		}
+		return float64(f())
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Received counts one delivery taken.
@@ -169,43 +253,25 @@ func (m *Consumer) Commit(d time.Duration) {
 	}
 }
 
-// Ready says whether the consumer can do its job now; why names what is
-// not right when it cannot.
-type Ready func() (ok bool, why string)
-
-// Serve listens on addr and serves /metrics, /healthz (the process
-// answers) and /readyz (ready says so: 200, else 503 with the reason),
-// until ctx ends. The listen happens before it returns, so that a port in
-// use is an error at start, not a line in the log later.
-// It returns the address it listens on (port 0 picks one).
-func (m *Consumer) Serve(ctx context.Context, addr string, ready Ready) (listening string, stop func(), err error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+// Reconnected counts one broker connection opened again.
+func (m *Consumer) Reconnected() {
+	if m != nil {
+		m.reconnects.Inc()
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if ok, why := ready(); !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready:", why)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(l) // ends with ErrServerClosed at stop
-	}()
-	return l.Addr().String(), func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-		<-done
-	}, nil
+}
+
+// QueueReady sets the messages ready in queue, as the broker said.
+func (m *Consumer) QueueReady(queue string, n int) {
+	if m != nil {
+		m.depth.WithLabelValues(queue, m.live.VHost).Set(float64(n))
+	}
+}
+
+// QueueUnknown removes queue's depth: the consumer cannot see it now (no
+// connection, or the queue is gone). A last value kept would be a stale
+// one, and the backlog alerts would read it as current.
+func (m *Consumer) QueueUnknown(queue string) {
+	if m != nil {
+		m.depth.DeleteLabelValues(queue, m.live.VHost)
+	}
 }

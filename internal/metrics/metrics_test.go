@@ -25,9 +25,16 @@ func get(t *testing.T, url string) (int, string) {
 
 // TestServe: the endpoints answer, the counters count what they are told
 // under the conventional names, every outcome's series exists from the
-// start, and /readyz follows its function.
+// start, /readyz and eaimq_ready follow their function, and what is read
+// at scrape time (failures in a row, unacked) is read then.
 func TestServe(t *testing.T) {
-	m := New()
+	const why = "paused: the claim system is down"
+	var ready atomic.Bool // read by the server's goroutines
+	var failures, unacked atomic.Int64
+	ready.Store(true)
+	failures.Store(4)
+	unacked.Store(3)
+	m := New(Live{Ready: func() (bool, string) { return ready.Load(), why }, Failures: failures.Load, Unacked: unacked.Load, VHost: "claims"})
 	m.Received()
 	m.Settled(claim.OutDelivered)
 	m.Settled(claim.OutDuplicate)
@@ -36,10 +43,11 @@ func TestServe(t *testing.T) {
 	m.RetryScheduled("claim.retry.5s")
 	m.Paused()
 	m.Resumed(1500 * time.Millisecond)
-	const why = "paused: the claim system is down"
-	var ready atomic.Bool // read by the server's goroutines
-	ready.Store(true)
-	addr, stop, err := m.Serve(context.Background(), "127.0.0.1:0", func() (bool, string) { return ready.Load(), why })
+	m.Reconnected()
+	m.QueueReady("claim.in", 120)
+	m.QueueReady("claim.dead", 7)
+	m.QueueUnknown("claim.dead")
+	addr, stop, err := m.Serve(context.Background(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +66,12 @@ func TestServe(t *testing.T) {
 		"eaimq_paused 0\n",
 		"eaimq_paused_seconds_total 1.5\n",
 		"go_goroutines ",
+		"eaimq_ready 1\n",
+		"eaimq_partner_consecutive_failures 4\n",
+		`eaimq_queue_messages_ready{queue="claim.in",vhost="claims"} 120` + "\n",
+		`eaimq_queue_messages_unacked{queue="claim.in",vhost="claims"} 3` + "\n",
+		"eaimq_broker_reconnects_total 1\n",
+		`eaimq_build_info{goversion="go`,
 	} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
@@ -69,11 +83,21 @@ func TestServe(t *testing.T) {
 	if code, _ := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz ready: %d", code)
 	}
+	if strings.Contains(body, `queue="claim.dead"`) {
+		t.Errorf("/metrics shows claim.dead's depth after it became unknown")
+	}
 	ready.Store(false)
+	failures.Store(0)
 	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, why) {
 		t.Errorf("/readyz unready: %d %s", code, body)
 	}
-	if _, _, err := m.Serve(context.Background(), addr, nil); err == nil {
+	_, body = get(t, base+"/metrics")
+	for _, want := range []string{"eaimq_ready 0\n", "eaimq_partner_consecutive_failures 0\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics when unready lacks %q", want)
+		}
+	}
+	if _, _, err := m.Serve(context.Background(), addr); err == nil {
 		t.Error("a second listener on the same address did not fail")
 	}
 }
@@ -90,4 +114,7 @@ func TestNil(t *testing.T) {
 	m.Paused()
 	m.Resumed(time.Second)
 	m.Commit(time.Millisecond)
+	m.Reconnected()
+	m.QueueReady("claim.in", 1)
+	m.QueueUnknown("claim.in")
 }

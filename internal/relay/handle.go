@@ -158,6 +158,7 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 	r.metrics.Call(a.Status, a.Latency)
 	r.pause.note(soft, a)
 	out := decide(a.Status, r.cfg.Accept, d.Redelivered, prior)
+	r.health.note(out, a) // before the retry plan: what the partner's answer was
 	var wait later
 	if r.cfg.Retry != nil {
 		// --retry-delays replaces the lab's requeue-once rule: the count

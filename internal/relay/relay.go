@@ -71,6 +71,9 @@ type Config struct {
 	// got no answer, until the claim system answers a probe.
 	PauseWhenDown bool
 	PauseAfter    int
+	// UnreadyAfter calls in a row that failed make /readyz answer 503,
+	// paused or not (0: never).
+	UnreadyAfter int
 	// MetricsAddr serves /metrics, /healthz and /readyz ("": none).
 	MetricsAddr string
 	// Retain prunes the records of claims delivered longer ago (0: keep).
@@ -80,9 +83,12 @@ type Config struct {
 	// FailOnDead fails the run when more than this percentage (0 to
 	// 100) of the claims it settled were dead-lettered; nil: never.
 	FailOnDead *float64
-	// Log is where the claim lines and the run's events go.
-	Log   *slog.Logger
-	Hooks Hooks
+	// Log is where the claim lines and the run's events go; LogJSON says
+	// it writes JSON, and then the run's warnings go there too rather
+	// than as lines of text on stderr.
+	Log     *slog.Logger
+	LogJSON bool
+	Hooks   Hooks
 }
 
 // Hooks let a test step into a delivery's way (nil: nothing).
@@ -121,6 +127,8 @@ type relay struct {
 	delay       atomic.Pointer[delayer]
 	connected   atomic.Bool
 	storeBroken atomic.Bool
+	health      partnerHealth                // the partner's failures in a row
+	watch       atomic.Pointer[sessionWatch] // the current session's, with metrics
 
 	// answered counts workers holding a partner answer that is not yet on
 	// record. A forced exit (second signal) waits a moment for them: a 201
@@ -150,7 +158,7 @@ func Run(ctx, hard context.Context, cfg Config, stdout, stderr io.Writer) error 
 	if cfg.MetricsAddr != "" {
 		// Listening before the first claim: a port in use is a refusal
 		// at start, not a line lost in the log.
-		addr, stop, err := r.metrics.Serve(hard, cfg.MetricsAddr, r.ready)
+		addr, stop, err := r.metrics.Serve(hard, cfg.MetricsAddr)
 		if err != nil {
 			return fail.New(fail.Config, err)
 		}
@@ -182,7 +190,8 @@ func newRelay(cfg Config, st store.Store, hard context.Context) *relay {
 		fatal:   make(chan error, 1),
 	}
 	if cfg.MetricsAddr != "" {
-		r.metrics = metrics.New()
+		vhost, _ := broker.VHost(cfg.URL)
+		r.metrics = metrics.New(metrics.Live{Ready: r.ready, Failures: r.health.failures, Unacked: r.unacked, VHost: vhost})
 	}
 	if cfg.PauseWhenDown {
 		r.pause = newPauser(cfg.PauseAfter, r.partner.Probe, cfg.Log, r.metrics)
@@ -207,7 +216,12 @@ func (r *relay) end(err error, elapsed time.Duration, stdout, stderr io.Writer) 
 		// Louder than a count in a line: a run that dead-lettered most
 		// of its claims says so where an operator looks for trouble.
 		if n := sum.settled(); sum.DeadLettered*2 > n {
-			fmt.Fprintf(stderr, "consumer: warning: %d of the %d claims settled this run were dead-lettered (see dlq list; is the claim system up?)\n", sum.DeadLettered, n)
+			msg := fmt.Sprintf("%d of the %d claims settled this run were dead-lettered (see dlq list; is the claim system up?)", sum.DeadLettered, n)
+			if r.cfg.LogJSON {
+				r.cfg.Log.Warn(msg, "dead_lettered", sum.DeadLettered, "settled", n)
+			} else {
+				fmt.Fprintf(stderr, "consumer: warning: %s\n", msg)
+			}
 		}
 	}
 	if r.hard.Err() != nil {
@@ -239,7 +253,8 @@ func (r *relay) summary(elapsed time.Duration) Summary {
 }
 
 // ready is /readyz: the broker channel is open, the store has not failed,
-// and the consumer is not paused.
+// the consumer is not paused, and the partner's last calls did not all
+// fail (partnerHealth).
 func (r *relay) ready() (bool, string) {
 	switch {
 	case !r.connected.Load():
@@ -250,6 +265,9 @@ func (r *relay) ready() (bool, string) {
 		return false, "the dedup store is unavailable; waiting for it"
 	case r.pause.paused():
 		return false, "paused: the claim system is down"
+	}
+	if bad, why := r.health.unready(r.cfg.UnreadyAfter); bad {
+		return false, why
 	}
 	return true, ""
 }

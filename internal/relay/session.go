@@ -134,6 +134,7 @@ func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *amq
 		// With several brokers in EAI_AMQP_URL, this may be another node:
 		// the dial takes the first that answers.
 		r.cfg.Log.Info("reconnected", "session", r.sessions, "node", conn.RemoteAddr().String())
+		r.metrics.Reconnected()
 	}
 	return conn, ch, deliveries, nil
 }
@@ -179,6 +180,8 @@ func (r *relay) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery
 func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Channel, deliveries <-chan amqp.Delivery, work chan<- job) error {
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	watch := r.watchSession(conn, ch) // the queues' depth and the unacked count (metrics)
+	defer watch.end()
 	var inflight sync.WaitGroup
 	drain := func() error {
 		if err := ch.Cancel(r.tag, false); err != nil {
@@ -232,6 +235,7 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 				// at random among ready cases): do not start a new call.
 				return drain()
 			}
+			watch.took(&d)
 			inflight.Add(1)
 			select {
 			case work <- job{d: d, done: inflight.Done}:

@@ -1,0 +1,158 @@
+package relay
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/topo"
+)
+
+// depthEvery is how often a session asks the broker how many messages
+// claim.in and claim.dead hold (--metrics-addr): a passive declare each,
+// on a channel of its own. The broker answers from the queue's counters,
+// so this is cheap for it at any depth; Prometheus scrapes every 15 s or
+// so, and a few seconds' staleness is nothing to a backlog alert.
+const depthEvery = 5 * time.Second
+
+// depthQueues are the queues whose depth the metrics show.
+var depthQueues = []string{topo.Queue, topo.DeadQueue}
+
+// sessionWatch is what one session reports to the metrics besides the
+// claims: the queues' depth, polled, and the deliveries of its channel
+// held unacked. A nil *sessionWatch (no --metrics-addr) does nothing.
+type sessionWatch struct {
+	r    *relay
+	ch   *amqp.Channel // the session's consuming channel
+	held atomic.Int64  // its deliveries taken and not yet settled
+	done chan struct{} // closed at the session's end: the poll stops
+
+	mu    sync.Mutex // over the depths' update and ended
+	ended bool
+}
+
+// watchSession starts the watch of the session consuming on ch of conn.
+// end stops it: the depths are unknown until the next session polls, and
+// the held count is no longer the current one. It does not wait for a
+// passive declare in progress (a broker that stalls must not hold up the
+// session's end): the poll sees ended and updates nothing more.
+func (r *relay) watchSession(conn *amqp.Connection, ch *amqp.Channel) *sessionWatch {
+	if r.metrics == nil {
+		return nil
+	}
+	w := &sessionWatch{r: r, ch: ch, done: make(chan struct{})}
+	r.watch.Store(w)
+	go w.poll(conn)
+	return w
+}
+
+func (w *sessionWatch) end() {
+	if w == nil {
+		return
+	}
+	w.r.watch.CompareAndSwap(w, nil)
+	close(w.done)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+	for _, q := range depthQueues {
+		w.r.metrics.QueueUnknown(q)
+	}
+}
+
+// took counts d as held, and makes its ack, nack or reject count it as
+// settled: the watch stands in for the channel as d's Acknowledger. The
+// broker takes back a closed channel's deliveries, so a delivery of an
+// earlier session that is settled late (its ack fails, in any case)
+// never moves the current session's count.
+func (w *sessionWatch) took(d *amqp.Delivery) {
+	if w == nil {
+		return
+	}
+	w.held.Add(1)
+	d.Acknowledger = w
+}
+
+// Ack, Nack and Reject settle on the session's channel, and count the
+// delivery as no longer held when the broker was told (multiple is never
+// set by the relay: one delivery each).
+func (w *sessionWatch) Ack(tag uint64, multiple bool) error {
+	return w.settled(w.ch.Ack(tag, multiple))
+}
+
+func (w *sessionWatch) Nack(tag uint64, multiple, requeue bool) error {
+	return w.settled(w.ch.Nack(tag, multiple, requeue))
+}
+
+func (w *sessionWatch) Reject(tag uint64, requeue bool) error {
+	return w.settled(w.ch.Reject(tag, requeue))
+}
+
+func (w *sessionWatch) settled(err error) error {
+	if err == nil {
+		w.held.Add(-1)
+	}
+	return err
+}
+
+// unacked is the current session's deliveries held unacked (0 between
+// sessions: the broker has them back).
+func (r *relay) unacked() int64 {
+	if w := r.watch.Load(); w != nil {
+		return w.held.Load()
+	}
+	return 0
+}
+
+// poll asks for the queues' depth at once and then every depthEvery until
+// the session ends. A passive declare of a queue that is gone closes its
+// channel (404): that queue's depth is unknown, and the next poll opens
+// another channel.
+func (w *sessionWatch) poll(conn *amqp.Connection) {
+	var ch *amqp.Channel
+	defer func() {
+		if ch != nil {
+			ch.Close()
+		}
+	}()
+	tick := time.NewTicker(depthEvery)
+	defer tick.Stop()
+	for {
+		if ch == nil {
+			ch, _ = conn.Channel() // nil on a closing connection: the session ends soon
+		}
+		for _, q := range depthQueues {
+			n := -1 // unknown
+			if ch != nil {
+				st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+				if err != nil {
+					ch.Close() // closed already by the broker's 404, or of no use
+					ch = nil
+				} else {
+					n = st.Messages
+				}
+			}
+			w.depth(q, n)
+		}
+		select {
+		case <-w.done:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// depth shows queue's depth n (-1: unknown), unless the session ended.
+func (w *sessionWatch) depth(queue string, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.ended:
+	case n < 0:
+		w.r.metrics.QueueUnknown(queue)
+	default:
+		w.r.metrics.QueueReady(queue, n)
+	}
+}
