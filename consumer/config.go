@@ -24,13 +24,36 @@ import (
 // below the overflow of a time.Duration.
 const maxRunSeconds = 365 * 24 * 3600
 
+// envRetryDelays is --retry-delays when the flag is not given: the line of
+// a service's environment file that topology -retry-delays is run with
+// too (docs/operations.md), so that the consumer and its delay queues
+// cannot be told two lists.
+const envRetryDelays = "EAIMQ_RETRY_DELAYS"
+
+// productionDelays outlast a partner that answers 503 for an hour: the
+// fifth retry comes 1h42m after the first failure. (A partner that does
+// not answer at all pauses the consumer instead: no retry is spent.)
+const productionDelays = "30s,2m,10m,30m,1h"
+
+// profiles are the settings --profile names: flags and the values it gives
+// them. A flag on the command line, and EAIMQ_RETRY_DELAYS for
+// --retry-delays, keep their own value. The lab's profile changes nothing.
+var profiles = map[string][][2]string{
+	"lab": nil,
+	"production": {
+		{"retry-delays", productionDelays},
+		{"pause-when-down", "true"},
+		{"metrics-addr", "127.0.0.1:9464"},
+		{"log-format", "json"},
+	},
+}
+
 // config is what the flags and the environment ask of this run, checked:
-// the relay's Config (all but its logger, which writes to stderr), and the
-// logger's level and format.
+// the relay's Config (all but its logger, which writes to stderr, in the
+// format relay.LogJSON says), and the logger's level.
 type config struct {
-	relay   relay.Config
-	level   slog.Level
-	logJSON bool
+	relay relay.Config
+	level slog.Level
 }
 
 // flags are the consumer's flags as the flag package fills them in.
@@ -38,7 +61,7 @@ type flags struct {
 	claim, sync, accept, retryDelays, retain *string
 	logLevel, logFormat, metricsAddr         *string
 	maxSeconds                               *float64
-	prefetch, pauseAfter                     *int
+	prefetch, pauseAfter, unreadyAfter       *int
 	httpTimeout, storeWait                   *time.Duration
 	json, pauseWhenDown                      *bool
 	failOnDead                               *float64 // nil unless given
@@ -70,6 +93,8 @@ func defineFlags(fs *flag.FlagSet) *flags {
 	f.logFormat = fs.String("log-format", "text", "log `format` on stderr: text or json")
 	f.retain = fs.String("retain", "", "prune the records of claims delivered longer ago than `age` (90d, 36h; default: keep them)")
 	f.storeWait = fs.Duration("store-wait", 10*time.Minute, "wait out a dedup store that does not answer (a database restarting, a full disk) for at most `duration`, holding claims back, before exiting 74 (0: exit at the first failure)")
+	f.unreadyAfter = fs.Int("unready-after", 5, "/readyz answers 503 after `n` partner calls in a row that failed (paused or not)")
+	fs.String("profile", "lab", "`name`: lab (the defaults) or production (delayed retries, --pause-when-down, metrics, JSON logs)")
 	return f
 }
 
@@ -81,6 +106,9 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.SetOutput(stderr)
 	f := defineFlags(fs)
 	if err := cli.Flags(fs, doc, args, stdout); err != nil {
+		return config{}, err
+	}
+	if err := applyProfile(fs, getenv); err != nil {
 		return config{}, err
 	}
 	var level slog.Level
@@ -103,9 +131,37 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return config{}, cli.Usagef("--pause-after must be from 1 to 1000")
 	case *f.storeWait < 0 || *f.storeWait > 24*time.Hour:
 		return config{}, cli.Usagef("--store-wait must be from 0 to 24h, not %s", *f.storeWait)
+	case *f.unreadyAfter < 1 || *f.unreadyAfter > 1000:
+		return config{}, cli.Usagef("--unready-after must be from 1 to 1000")
 	}
 	rc, err := f.relayConfig(getenv)
-	return config{relay: rc, level: level, logJSON: *f.logFormat == "json"}, err
+	rc.LogJSON = *f.logFormat == "json"
+	return config{relay: rc, level: level}, err
+}
+
+// applyProfile gives the flags not on the command line the values of
+// --profile, and --retry-delays EAIMQ_RETRY_DELAYS's first.
+func applyProfile(fs *flag.FlagSet, getenv func(string) string) error {
+	name := fs.Lookup("profile").Value.String()
+	settings, ok := profiles[name]
+	if !ok {
+		return cli.Usagef("--profile must be lab or production, not %q", name)
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if v := getenv(envRetryDelays); v != "" && !given["retry-delays"] {
+		if _, err := retry.Parse(v); err != nil {
+			return fail.Errorf(fail.Usage, "%s: %w", envRetryDelays, err)
+		}
+		fs.Set("retry-delays", v)
+		given["retry-delays"] = true
+	}
+	for _, kv := range settings {
+		if !given[kv[0]] {
+			fs.Set(kv[0], kv[1]) // the table's values parse: TestProfiles
+		}
+	}
+	return nil
 }
 
 // relayConfig reads the flags whose values take parsing, in the order a
@@ -147,7 +203,7 @@ func (f *flags) relayConfig(getenv func(string) string) (relay.Config, error) {
 		URL: amqpURL, Getenv: getenv, Claims: endpoint,
 		Prefetch: *f.prefetch, HTTPTimeout: *f.httpTimeout, Accept: accept,
 		Store: store.Path(getenv), Sync: mode, StoreWait: *f.storeWait,
-		MaxRun: maxRun, Retry: plan, PauseWhenDown: *f.pauseWhenDown, PauseAfter: *f.pauseAfter,
+		MaxRun: maxRun, Retry: plan, PauseWhenDown: *f.pauseWhenDown, PauseAfter: *f.pauseAfter, UnreadyAfter: *f.unreadyAfter,
 		MetricsAddr: *f.metricsAddr, Retain: keep, JSON: *f.json, FailOnDead: f.failOnDead,
 	}, nil
 }

@@ -26,7 +26,7 @@ func TestParseConfig(t *testing.T) {
 	defaults := relay.Config{
 		URL: broker.DefaultURL, Claims: "http://127.0.0.1:9202/v1/claims",
 		Prefetch: 5, HTTPTimeout: 10 * time.Second, Accept: relay.AcceptSet{201},
-		Store: store.DefaultPath, Sync: "full", PauseAfter: 3, StoreWait: 10 * time.Minute,
+		Store: store.DefaultPath, Sync: "full", PauseAfter: 3, StoreWait: 10 * time.Minute, UnreadyAfter: 5,
 	}
 	plan, err := retry.Parse("1s,10s")
 	if err != nil {
@@ -37,8 +37,8 @@ func TestParseConfig(t *testing.T) {
 		URL: "amqp://u:p@broker:5672/claims", Claims: "https://h:8443/base/v1/claims",
 		Prefetch: 50, HTTPTimeout: 3 * time.Second, Accept: relay.AcceptSet{201, 202},
 		Store: "/var/lib/eaimq/p.db", Sync: "normal", MaxRun: 2500 * time.Millisecond,
-		Retry: &plan, PauseWhenDown: true, PauseAfter: 7, MetricsAddr: "127.0.0.1:9464",
-		Retain: 90 * 24 * time.Hour, JSON: true, FailOnDead: &twelve, StoreWait: 90 * time.Second,
+		Retry: &plan, PauseWhenDown: true, PauseAfter: 7, UnreadyAfter: 9, MetricsAddr: "127.0.0.1:9464",
+		Retain: 90 * 24 * time.Hour, JSON: true, FailOnDead: &twelve, StoreWait: 90 * time.Second, LogJSON: true,
 	}
 	for _, tc := range []struct {
 		name    string
@@ -56,6 +56,7 @@ func TestParseConfig(t *testing.T) {
 			"--sync", "NORMAL", "--accept-status", "201, 202,201", "--log-level", "debug", "--json",
 			"--retry-delays", "1s,10s", "--pause-when-down", "--pause-after", "7", "--fail-on-dead", "12.5",
 			"--metrics-addr", "127.0.0.1:9464", "--log-format", "json", "--retain", "90d", "--store-wait", "90s",
+			"--unready-after", "9", "--profile", "lab",
 		}, map[string]string{broker.EnvURL: "amqp://u:p@broker:5672/claims", store.EnvPath: "/var/lib/eaimq/p.db"},
 			everything, slog.LevelDebug, true},
 		{"--max-seconds below a nanosecond is a deadline", []string{"--claim", "http://127.0.0.1:9202", "--max-seconds", "1e-12"}, nil,
@@ -81,8 +82,8 @@ func TestParseConfig(t *testing.T) {
 					t.Error("the relay does not read the environment it was given")
 				}
 				got.relay.Getenv = nil
-				if !reflect.DeepEqual(got.relay, tc.want) || got.level != tc.level || got.logJSON != tc.logJSON {
-					t.Errorf("%q:\n got %+v level %v json %v\nwant %+v level %v json %v", args, got.relay, got.level, got.logJSON, tc.want, tc.level, tc.logJSON)
+				if !reflect.DeepEqual(got.relay, tc.want) || got.level != tc.level || got.relay.LogJSON != tc.logJSON {
+					t.Errorf("%q:\n got %+v level %v\nwant %+v level %v", args, got.relay, got.level, tc.want, tc.level)
 				}
 			})
 		}
@@ -120,6 +121,9 @@ func TestParseConfigMistakes(t *testing.T) {
 		{append(claim, "--pause-after", "1001"), nil, "--pause-after must be from 1 to 1000"},
 		{append(claim, "--store-wait", "-1s"), nil, "--store-wait must be from 0 to 24h"},
 		{append(claim, "--store-wait", "25h"), nil, "--store-wait must be from 0 to 24h"},
+		{append(claim, "--unready-after", "0"), nil, "--unready-after must be from 1 to 1000"},
+		{append(claim, "--profile", "prod"), nil, `--profile must be lab or production, not "prod"`},
+		{claim, map[string]string{envRetryDelays: "1h,500ms"}, `EAIMQ_RETRY_DELAYS: -retry-delays "1h,500ms"`},
 		{append(claim, "--retry-delays", "500ms"), nil, `-retry-delays "500ms"`},
 		{append(claim, "--retain", "90x"), nil, "--retain"},
 		{append(claim, "--sync", "bogus"), nil, `--sync must be full or normal, not "bogus"`},

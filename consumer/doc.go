@@ -97,7 +97,9 @@
 // x-eaimq-retries and x-eaimq-retry-history. The count rides on the copy:
 // a claim published again, or replayed by dlq, starts over. The delay
 // queues must exist (topology -retry-delays with the same list); the
-// consumer checks them at start, exit 78 when one is missing.
+// consumer checks them at start, exit 78 when one is missing. Without the
+// flag, EAIMQ_RETRY_DELAYS is the list: a service's environment file
+// holds it once, for the consumer and for topology.
 //
 // With --pause-when-down, --pause-after calls in a row without an answer
 // (refused, reset, timeout) pause the consumer: no call starts, at most
@@ -134,9 +136,40 @@
 // With --metrics-addr it serves Prometheus metrics on /metrics (claims by
 // outcome and reason, partner calls by status class and their latency,
 // dedup hits, claims in flight, retries scheduled, time paused, store
-// commit latency), /healthz (the process answers) and /readyz (200 when
-// the broker connection is open, the store has not failed and the
-// consumer is not paused; 503 with the reason otherwise).
+// commit latency, the partner's failures in a row, broker reconnects,
+// readiness, the build; and every 5 seconds the depth of claim.in and
+// claim.dead, with the claims this consumer holds unacked), /healthz (the
+// process answers) and /readyz: 200 when the broker connection is open,
+// the store has not failed, the consumer is not paused, and fewer than
+// --unready-after (5) partner calls in a row failed; 503 with the reason
+// otherwise. The last holds with or without --pause-when-down: a consumer
+// whose partner fails call after call is not ready, even while it goes
+// on taking claims (and dead-lettering them, under the lab's rule). A
+// failure is no answer, 5xx, 408, 429, 1xx, 3xx or a 2xx other than the
+// accepted ones; a 201 or a rejection (422) is none, and makes it ready
+// again. docs/retries-and-metrics.md lists the metrics.
+//
+// --profile production is the flags a service runs with (the unit in
+// deploy/systemd and docs/operations.md use it):
+//
+//	--retry-delays 30s,2m,10m,30m,1h   (EAIMQ_RETRY_DELAYS when set: the
+//	                                   last retry 1h42m after the first
+//	                                   failure, past an hour of 503s)
+//	--pause-when-down                  (no retry spent while nothing answers)
+//	--metrics-addr 127.0.0.1:9464
+//	--log-format json
+//
+// A flag given on the command line keeps its own value (--retry-delays ""
+// turns the retries off). --profile lab, the default, changes nothing:
+// the lab's defaults stay the defaults.
+//
+// With --log-format json every line on stderr is one JSON object: the
+// claims' lines, the warnings, the note of the first signal, and the error
+// a run ends with (its "exit_status" included; a flag that cannot be read
+// too, when the arguments ask for JSON). Each duration is a number of
+// seconds under its name with _s added: "latency_s":0.012,
+// "retry_in_s":30, "paused_s":12.758. In text, durations read as Go
+// writes them (latency=12ms).
 //
 // A message carrying a valid W3C traceparent header (publish sets it from
 // $TRACEPARENT) is sent to the claim system with that Traceparent header,
@@ -174,6 +207,10 @@
 //	                      most d, 0 to 24h (default 10m; 0: exit 74 at the
 //	                      first failure)
 //	--metrics-addr ADDR   serve /metrics, /healthz, /readyz on host:port
+//	--unready-after n     partner calls in a row that failed before /readyz
+//	                      answers 503, 1 to 1000 (default 5)
+//	--profile name        lab (default: nothing changed) or production
+//	                      (see above); flags given win
 //	-h, --help            print this manual on stdout and exit 0
 //	--version             print the version on stdout and exit 0
 //
@@ -194,6 +231,9 @@
 //	               store for consumers on several hosts, where a claim in
 //	               progress is a lock of the holder's own database session,
 //	               released at once when it dies
+//	EAIMQ_RETRY_DELAYS
+//	               --retry-delays when the flag is not given (in either
+//	               profile); topology -retry-delays is run with the same
 //
 // Output: one log line per claim on stderr (message_id, claimId, outcome,
 // reason, status, latency), and the warnings; on stdout, at exit, one

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"eaimq/internal/cli"
@@ -20,17 +23,21 @@ import (
 //go:embed doc.go
 var doc string
 
+// signalled is the cause of the first signal's cancel: which signal came.
+type signalled struct{ os.Signal }
+
+func (s signalled) Error() string { return s.String() }
+
 func main() {
 	// The first signal ends the run gracefully (soft); the second abandons
-	// it (hard). run takes both so that tests can drive each.
+	// it (hard). run takes both so that tests can drive each. The soft
+	// cancel carries the signal, for the note the run writes in its log.
 	hard, cancelHard := context.WithCancel(context.Background())
-	soft, cancelSoft := context.WithCancel(hard)
+	soft, cancelSoft := context.WithCancelCause(hard)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		s := <-sigs
-		fmt.Fprintf(os.Stderr, "consumer: %v: finishing the claims in flight (again to exit at once)\n", s)
-		cancelSoft()
+		cancelSoft(signalled{<-sigs})
 		<-sigs
 		cancelHard()
 	}()
@@ -44,17 +51,108 @@ func run(soft, hard context.Context, args []string, getenv func(string) string, 
 }
 
 // runHooked is run with hooks into a delivery's way, for tests.
+//
+// With --log-format json every line on stderr is one JSON object: the
+// log's, the note of the first signal, and the error the run ends with,
+// which is then reported here (and marked shown, so main does not print
+// it again). A mistake in the flags is too, when the arguments ask for
+// JSON: the flag package's message is held and written as a log line.
 func runHooked(hooks relay.Hooks, soft, hard context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig(args, getenv, stdout, stderr)
+	var flagErrs bytes.Buffer
+	cfg, err := parseConfig(args, getenv, stdout, &flagErrs)
 	if err != nil {
-		return err
+		if cli.Code(err) == cli.ExitOK || !wantsJSON(args) { // -h, -version, or text
+			io.Copy(stderr, &flagErrs)
+			return err
+		}
+		return reportJSON(newLogger(stderr, slog.LevelInfo, true), flagErrs.String(), err)
 	}
-	hopts := &slog.HandlerOptions{Level: cfg.level}
-	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
-	if cfg.logJSON {
-		handler = slog.NewJSONHandler(stderr, hopts)
-	}
-	cfg.relay.Log = slog.New(handler)
+	log := newLogger(stderr, cfg.level, cfg.relay.LogJSON)
+	cfg.relay.Log = log
 	cfg.relay.Hooks = hooks
-	return relay.Run(soft, hard, cfg.relay, stdout, stderr)
+	// The note of the first signal, in the log's format: the run goes on
+	// for a while (the calls in flight finish), and an operator should
+	// see why it stops taking claims.
+	stopNote := context.AfterFunc(soft, func() {
+		var s signalled
+		if hard.Err() != nil || !errors.As(context.Cause(soft), &s) {
+			return // a forced exit says so itself; a test's cancel is no signal
+		}
+		if cfg.relay.LogJSON {
+			log.Info("finishing the claims in flight (a second signal exits at once)", "signal", s.String())
+		} else {
+			fmt.Fprintf(stderr, "consumer: %v: finishing the claims in flight (again to exit at once)\n", s)
+		}
+	})
+	defer stopNote()
+	err = relay.Run(soft, hard, cfg.relay, stdout, stderr)
+	if err != nil && cfg.relay.LogJSON {
+		return reportJSON(log, "", err)
+	}
+	return err
+}
+
+// reportJSON writes how the run ended as JSON log lines: what the flag
+// package printed (held in flagErrs), then err as cli.Report would, with
+// its exit status. It returns err marked as shown.
+func reportJSON(log *slog.Logger, flagErrs string, err error) error {
+	for _, line := range strings.Split(strings.TrimSpace(flagErrs), "\n") {
+		if line != "" {
+			log.Error(line, "exit_status", cli.Code(err))
+		}
+	}
+	var b bytes.Buffer
+	cli.Report(&b, "consumer", err) // nothing for an error shown already
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if line != "" {
+			log.Error(line, "exit_status", cli.Code(err))
+		}
+	}
+	return cli.Shown(err)
+}
+
+// wantsJSON says whether args ask for JSON logs (--log-format json, or a
+// --profile that sets it), read without the flag package: args did not
+// parse, or failed a check after.
+func wantsJSON(args []string) bool {
+	given := map[string]string{}
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasValue && i+1 < len(args) {
+			value = args[i+1]
+		}
+		if strings.HasPrefix(a, "-") && (name == "log-format" || name == "profile") {
+			given[name] = value
+		}
+	}
+	if f, ok := given["log-format"]; ok {
+		return f == "json"
+	}
+	for _, kv := range profiles[given["profile"]] {
+		if kv[0] == "log-format" {
+			return kv[1] == "json"
+		}
+	}
+	return false
+}
+
+// newLogger is the log on stderr. In JSON, a duration is a number of
+// seconds under its key with _s added ("latency_s":0.012): the handler
+// would print nanoseconds, and a reader should not have to know that.
+// Text keeps Go's notation (latency=12ms), which people read.
+func newLogger(stderr io.Writer, level slog.Level, json bool) *slog.Logger {
+	if !json {
+		return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	}
+	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: seconds}))
+}
+
+func seconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key+"_s", a.Value.Duration().Seconds())
+	}
+	return a
 }
