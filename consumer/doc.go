@@ -140,7 +140,7 @@
 // readiness, the build; and every 5 seconds the depth of claim.in and
 // claim.dead, with the claims this consumer holds unacked), /healthz (the
 // process answers) and /readyz: 200 when the broker connection is open,
-// the store has not failed, the consumer is not paused, and fewer than
+// the store answers, the consumer is not paused, and fewer than
 // --unready-after (5) partner calls in a row failed; 503 with the reason
 // otherwise. The last holds with or without --pause-when-down: a consumer
 // whose partner fails call after call is not ready, even while it goes

@@ -9,8 +9,10 @@
 # up, which install and start RabbitMQ, PostgreSQL and the local three-node
 # cluster (beside the machine's broker, never instead) when this machine has
 # none, and installs Debian's chromium and chromium-driver (dlq serve's
-# browser test) when /usr/bin/chromium is missing. Every broker
-# test makes its own temporary vhost, every store test its own database.
+# browser test) when /usr/bin/chromium is missing, systemd (systemd-analyze,
+# for the service units' test) and prometheus (promtool, for the alert
+# rules) when those are. Every broker test makes its own temporary vhost,
+# every store test its own database.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
@@ -25,13 +27,28 @@ scripts/pg-up.sh
 echo "== local cluster (quorum queues, ports 5681-5683)"
 scripts/cluster.sh up
 
+say() { echo "test.sh: $*"; }
+die() { echo "test.sh: $*" >&2; exit 1; }
+. scripts/lib/apt.sh
 echo "== chromium (the browser test of dlq serve)"
 if [ ! -x /usr/bin/chromium ]; then
-	say() { echo "test.sh: $*"; }
-	die() { echo "test.sh: $*" >&2; exit 1; }
-	. scripts/lib/apt.sh
 	apt_install chromium chromium-driver
 fi
+echo "== systemd-analyze and promtool (the service units, the alert rules)"
+missing=()
+command -v systemd-analyze >/dev/null || missing+=(systemd)
+command -v promtool >/dev/null || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ]; then
+	apt_install "${missing[@]}"
+fi
+
+echo "== promtool: the alert rules, their unit tests, the scrape configuration"
+(
+	cd deploy/prometheus
+	promtool check rules eaimq.rules.yml
+	promtool test rules eaimq.rules.test.yml
+	promtool check config prometheus.yml.example
+)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

@@ -1,0 +1,291 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"eaimq/internal/broker"
+	"eaimq/internal/brokertest"
+	"eaimq/internal/topo"
+)
+
+// top is the repository's top directory.
+func top() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// tool finds a program a deploy test needs, or fails saying how to get it.
+func tool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s is not installed: apt-get install %s (scripts/test.sh installs it when missing)", name, pkg)
+	}
+	return path
+}
+
+// units are the service units, as deploy/systemd has them: each setting
+// by its key, every value of a key that repeats.
+type unit map[string][]string
+
+func readUnit(t *testing.T, path string) unit {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unit{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			u[k] = append(u[k], v)
+		}
+	}
+	return u
+}
+
+func (u unit) get(k string) string {
+	if v := u[k]; len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return ""
+}
+
+// TestServiceUnits: the units pass systemd-analyze verify without a word
+// (it exits 0 on warnings, such as an unknown key: any output fails
+// here), with ExecStart pointing at the installed binaries and the
+// consumer's template as an instance; they restart on failure but not on
+// the exit codes that mean "fix the configuration" (2, 77, 78), stop with
+// SIGTERM, keep the hardening options, and systemd-analyze security rates
+// their exposure OK.
+func TestServiceUnits(t *testing.T) {
+	analyze := tool(t, "systemd-analyze", "systemd")
+	bin := installed(t)
+	dir := t.TempDir()
+	src := filepath.Join(top(), "deploy", "systemd")
+	for _, name := range []string{"eaimq-consumer@.service", "eaimq-dlq-serve.service"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(b), "/usr/local/lib/eaimq/", bin+"/")
+		if text == string(b) {
+			t.Fatalf("%s: no ExecStart under /usr/local/lib/eaimq/ (docs/operations.md installs there)", name)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	instances := []string{filepath.Join(dir, "eaimq-consumer@partner-a.service"), filepath.Join(dir, "eaimq-dlq-serve.service")}
+	out, err := exec.Command(analyze, append([]string{"verify"}, instances...)...).CombinedOutput()
+	if err != nil || len(out) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	for _, path := range instances {
+		out, _ := exec.Command(analyze, "security", "--offline=yes", path).CombinedOutput()
+		m := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+) (\S+)`).FindSubmatch(out)
+		if m == nil {
+			t.Errorf("systemd-analyze security %s: no overall exposure in\n%s", filepath.Base(path), out)
+			continue
+		}
+		if level, _ := strconv.ParseFloat(string(m[1]), 64); level > 2.0 {
+			t.Errorf("%s: exposure %s %s, want at most 2.0 (OK)", filepath.Base(path), m[1], m[2])
+		}
+	}
+	for _, name := range []string{"eaimq-consumer@.service", "eaimq-dlq-serve.service"} {
+		checkUnit(t, name, readUnit(t, filepath.Join(src, name)))
+	}
+}
+
+// checkUnit checks what a unit must say, besides what verify checks.
+func checkUnit(t *testing.T, name string, u unit) {
+	t.Helper()
+	if stop := strings.Fields(u.get("RestartPreventExitStatus")); !slices.Contains(stop, "2") || !slices.Contains(stop, "77") || !slices.Contains(stop, "78") {
+		t.Errorf("%s: RestartPreventExitStatus=%v, want 2 77 78 among them", name, stop)
+	}
+	for k, want := range map[string]string{
+		"Restart": "on-failure", "KillSignal": "SIGTERM", "User": "eaimq", "StateDirectory": "eaimq",
+		"StateDirectoryMode": "0700", "UMask": "0077", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
+		"ProtectHome": "yes", "PrivateTmp": "yes", "PrivateDevices": "yes", "CapabilityBoundingSet": "",
+		"RestrictSUIDSGID": "yes", "MemoryDenyWriteExecute": "yes", "SystemCallFilter": "@system-service",
+		"StartLimitIntervalSec": "0",
+	} {
+		if _, ok := u[k]; !ok || u.get(k) != want {
+			t.Errorf("%s: %s=%q, want %q", name, k, u.get(k), want)
+		}
+	}
+	if !strings.HasPrefix(u.get("EnvironmentFile"), "/etc/eaimq/") {
+		t.Errorf("%s: EnvironmentFile=%s, want one under /etc/eaimq", name, u.get("EnvironmentFile"))
+	}
+}
+
+// TestPrometheusRules: promtool checks the alert rules and the scrape
+// configuration, and passes the rules' unit tests; every alert's runbook
+// link names a section docs/operations.md has; and each panel query of
+// the Grafana dashboard is valid PromQL (promtool checks them as the
+// recording rules of a file of their own).
+func TestPrometheusRules(t *testing.T) {
+	promtool := tool(t, "promtool", "prometheus")
+	dir := filepath.Join(top(), "deploy", "prometheus")
+	for _, args := range [][]string{
+		{"check", "rules", "eaimq.rules.yml"},
+		{"test", "rules", "eaimq.rules.test.yml"},
+		{"check", "config", "prometheus.yml.example"},
+	} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	checkRunbooks(t, filepath.Join(dir, "eaimq.rules.yml"))
+	exprs := dashboardQueries(t)
+	var rules strings.Builder
+	rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	for i, e := range exprs {
+		q, _ := json.Marshal(e) // a JSON string is a YAML string
+		fmt.Fprintf(&rules, "      - record: dashboard:panel_%d\n        expr: %s\n", i, q)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard.rules.yml")
+	if err := os.WriteFile(file, []byte(rules.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
+		t.Errorf("the dashboard's queries: %v\n%s", err, out)
+	}
+}
+
+// dashboardQueries is every panel query of deploy/grafana/eaimq.json.
+func dashboardQueries(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(top(), "deploy", "grafana", "eaimq.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("eaimq.json: %v", err)
+	}
+	var out []string
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, q := range p.Targets {
+			out = append(out, q.Expr)
+		}
+	}
+	if len(out) < 10 {
+		t.Errorf("the dashboard has %d queries", len(out))
+	}
+	return out
+}
+
+// checkRunbooks: each runbook link of the rules is docs/operations.md#X,
+// X the alert's name in lower case, and the page has that anchor.
+func checkRunbooks(t *testing.T, rules string) {
+	t.Helper()
+	b, err := os.ReadFile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := os.ReadFile(filepath.Join(top(), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := markdownAnchors(string(ops))
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)`).FindAllStringSubmatch(string(b), -1)
+	links := regexp.MustCompile(`runbook: docs/operations.md#(\S+)`).FindAllStringSubmatch(string(b), -1)
+	if len(alerts) == 0 || len(alerts) != len(links) {
+		t.Fatalf("%d alerts, %d runbook links", len(alerts), len(links))
+	}
+	for i, a := range alerts {
+		if want := strings.ToLower(a[1]); links[i][1] != want {
+			t.Errorf("alert %s links to #%s, want #%s", a[1], links[i][1], want)
+		}
+		if !anchors[links[i][1]] {
+			t.Errorf("alert %s: docs/operations.md has no section #%s", a[1], links[i][1])
+		}
+	}
+}
+
+// markdownAnchors are the anchors GitHub makes of a page's headings: in
+// lower case, punctuation but - and _ dropped, spaces as -.
+func markdownAnchors(page string) map[string]bool {
+	out := map[string]bool{}
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	for _, line := range strings.Split(page, "\n") {
+		if h := strings.TrimLeft(line, "#"); h != line && strings.HasPrefix(h, " ") {
+			a := drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(h)), "")
+			out[strings.ReplaceAll(a, " ", "-")] = true
+		}
+	}
+	return out
+}
+
+// TestProductionPermissions: the broker permissions docs/operations.md
+// gives a consumer's user (read from its set_permissions line) are enough
+// for what the deploy steps do with that user: topology -retry-delays of
+// the production profile's delays, and the consumer with --profile
+// production delivering a claim, dead-lettering a 422 (its route checked
+// first) and sending a 503's delayed copy to claim.retry.30s.
+func TestProductionPermissions(t *testing.T) {
+	ops, err := os.ReadFile(filepath.Join(top(), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`rabbitmqctl set_permissions -p \S+ \S+ '([^']*)' '([^']*)' '([^']*)'`).FindSubmatch(ops)
+	if m == nil {
+		t.Fatal("docs/operations.md has no rabbitmqctl set_permissions line")
+	}
+	w := newWorld(t)
+	const password = "a-test-password-1"
+	user := tempUser(t, password)
+	if _, err := w.vh.Ctl.Run(context.Background(), "-q", "set_permissions", "-p", w.vh.Name, user, string(m[1]), string(m[2]), string(m[3])); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(w.vh.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, password)
+	env := append(w.env(), broker.EnvURL+"="+u.String())
+	const delays = "30s,2m,10m,30m,1h" // the production profile's: consumer.env.example's EAIMQ_RETRY_DELAYS
+	cmd := exec.Command(filepath.Join(w.bin, "topology"), "-retry-delays", delays)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("topology -retry-delays %s as %s: %v\n%s", delays, user, err, out)
+	}
+	w.publishFiles(brokertest.Claim("perm-ok", "C-ok", "r.pdf"), brokertest.Claim("perm-422", "C-422"), brokertest.Claim("perm-busy", "BUSY-1", "r.pdf"))
+	p := w.startEnv(env, "consumer", "--claim", w.url, "--profile", "production", "--max-seconds", "120",
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	brokertest.Eventually(t, 60*time.Second, "delivered, dead-lettered and delayed", func() bool {
+		if p.exited() {
+			t.Fatalf("consumer exited: %s", p.errb.String())
+		}
+		q := w.vh.Queues(t)
+		return w.partner.Stats().Accepted["perm-ok"] == 1 && q[topo.DeadQueue].Messages == 1 && q["claim.retry.30s"].Messages == 1
+	})
+	p.stop(t)
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 || strings.Contains(p.errb.String(), "ACCESS_REFUSED") || strings.Contains(p.errb.String(), "permission") {
+		t.Errorf("exit %d:\n%s", code, p.errb.String())
+	}
+}
