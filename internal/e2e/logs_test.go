@@ -65,6 +65,13 @@ func TestJSONLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ep.Close)
+	jsonRunToSIGTERM(t, w, ep)
+	jsonForcedExit(t, w, ep)
+	jsonFlagMistakes(t, w)
+}
+
+// jsonRunToSIGTERM: a pause, claims settled, most dead-lettered, SIGTERM.
+func jsonRunToSIGTERM(t *testing.T, w *world, ep *claimsys.Endpoint) {
 	claims := append(brokertest.Claims("json-ok", "C-json", 2, true), brokertest.Claims("json-422", "C-json422", 3, false)...)
 	w.publishFiles(claims...)
 	ep.Down()
@@ -108,11 +115,14 @@ func TestJSONLogs(t *testing.T) {
 	if claimLines < 5 {
 		t.Errorf("%d claim lines with a status, want 5 or more", claimLines)
 	}
+}
 
+// jsonForcedExit: a second signal while a call is in flight.
+func jsonForcedExit(t *testing.T, w *world, ep *claimsys.Endpoint) {
 	w.partner.Set(ms(20000))
 	w.publishFiles(brokertest.Claims("json-slow", "C-slow", 1, true)...)
 	port := freePort(t)
-	p = w.start("consumer", "--claim", ep.URL(), "--max-seconds", "120", "--log-format", "json", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
+	p := w.start("consumer", "--claim", ep.URL(), "--max-seconds", "120", "--log-format", "json", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
 	brokertest.Eventually(t, 30*time.Second, "a call in flight", func() bool {
 		return metric(httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port)), "eaimq_claims_in_flight") == 1
 	})
@@ -125,11 +135,15 @@ func TestJSONLogs(t *testing.T) {
 	if code := p.cmd.ProcessState.ExitCode(); code != 130 {
 		t.Errorf("exit %d after two signals, want 130", code)
 	}
-	lines = jsonLines(t, "a forced exit", p.errb.String())
+	lines := jsonLines(t, "a forced exit", p.errb.String())
 	if m := find(lines, "consumer: forced exit"); m == nil || m["level"] != "ERROR" || m["exit_status"] != 130.0 {
 		t.Errorf("the final error line: %v", m)
 	}
+}
 
+// jsonFlagMistakes: flags that do not parse, or fail a check, when the
+// arguments ask for JSON (--log-format, or the production profile).
+func jsonFlagMistakes(t *testing.T, w *world) {
 	for _, args := range [][]string{
 		{"--claim", "http://x", "--log-format", "json", "--prefetch", "0"},
 		{"--claim", "http://x", "-log-format=json", "--prefetch", "x"},
