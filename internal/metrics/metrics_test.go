@@ -105,16 +105,22 @@ func TestServe(t *testing.T) {
 // TestNil: a nil *Consumer (no --metrics-addr) does nothing and does not
 // panic.
 func TestNil(t *testing.T) {
-	var m *Consumer
+	callEach(nil)
+}
+
+// callEach calls every event method of m (a queue's depth is shown,
+// unknown, then shown again: it ends with a series).
+func callEach(m *Consumer) {
 	m.Received()
 	m.Settled(claim.OutDelivered)
 	m.Call(201, time.Millisecond)
 	m.InFlight(1)
-	m.RetryScheduled("q")
+	m.RetryScheduled("claim.retry.1s")
 	m.Paused()
 	m.Resumed(time.Second)
 	m.Commit(time.Millisecond)
 	m.Reconnected()
+	m.QueueReady("claim.dead", 1)
+	m.QueueUnknown("claim.dead")
 	m.QueueReady("claim.in", 1)
-	m.QueueUnknown("claim.in")
 }

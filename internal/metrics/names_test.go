@@ -8,11 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"eaimq/internal/claim"
 )
 
 // exported is every sample name a consumer's /metrics can carry: the
@@ -23,16 +20,7 @@ import (
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
 	m := New(Live{Ready: func() (bool, string) { return true, "" }, Failures: func() int64 { return 0 }, Unacked: func() int64 { return 0 }, VHost: "v"})
-	m.Received()
-	m.Settled(claim.OutDelivered)
-	m.Call(201, time.Millisecond)
-	m.InFlight(1)
-	m.RetryScheduled("claim.retry.1s")
-	m.Paused()
-	m.Resumed(time.Second)
-	m.Commit(time.Millisecond)
-	m.Reconnected()
-	m.QueueReady("claim.in", 1)
+	callEach(m)
 	families, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
