@@ -32,7 +32,7 @@ func mustPlan(t *testing.T, s string) *retry.Plan {
 func TestProfiles(t *testing.T) {
 	base := relay.Config{
 		URL: broker.DefaultURL, Claims: "http://x/v1/claims", Prefetch: 5, HTTPTimeout: 10 * time.Second,
-		Accept: relay.AcceptSet{201}, Store: store.DefaultPath, Sync: "full", PauseAfter: 3, UnreadyAfter: 5,
+		Accept: relay.AcceptSet{201}, Store: store.DefaultPath, Sync: "full", PauseAfter: 3, UnreadyAfter: 5, StoreWait: 10 * time.Minute,
 	}
 	prod := base
 	prod.Retry, prod.PauseWhenDown, prod.MetricsAddr, prod.LogJSON = mustPlan(t, productionDelays), true, "127.0.0.1:9464", true
