@@ -59,4 +59,3 @@ func (h *partnerHealth) unready(k int) (bool, string) {
 	return true, fmt.Sprintf("the claim system failed the last %d calls in a row (the last: %s); "+
 		"ready again after a call that does not fail", n, last)
 }
-
