@@ -66,7 +66,9 @@ func (w *sessionWatch) end() {
 // settled: the watch stands in for the channel as d's Acknowledger. The
 // broker takes back a closed channel's deliveries, so a delivery of an
 // earlier session that is settled late (its ack fails, in any case)
-// never moves the current session's count.
+// never moves the current session's count. (A test hook that reaches the
+// channel through d.Acknowledger finds the watch there, with
+// --metrics-addr: the channel is its ch.)
 func (w *sessionWatch) took(d *amqp.Delivery) {
 	if w == nil {
 		return
