@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"eaimq/internal/broker"
+	"eaimq/internal/cli"
 	"eaimq/internal/relay"
 	"eaimq/internal/retry"
 	"eaimq/internal/store"
@@ -147,5 +148,20 @@ func TestServiceExample(t *testing.T) {
 	}
 	if stopTimeout <= c.HTTPTimeout+10*time.Second {
 		t.Errorf("TimeoutStopSec %s does not outlast --http-timeout %s and a delayed copy's confirm (10s)", stopTimeout, c.HTTPTimeout)
+	}
+}
+
+// TestProfileInManual: the manual lists each setting of the production
+// profile as the table has it, so that -h cannot tell another story.
+func TestProfileInManual(t *testing.T) {
+	manual := cli.Manual(doc)
+	for _, kv := range profiles["production"] {
+		want := "--" + kv[0] + " " + kv[1]
+		if kv[1] == "true" {
+			want = "--" + kv[0]
+		}
+		if !strings.Contains(manual, "\t"+want) {
+			t.Errorf("the manual's production profile lacks %q", want)
+		}
 	}
 }
