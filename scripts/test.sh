@@ -39,7 +39,8 @@ missing=()
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v promtool >/dev/null || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
-	apt_install "${missing[@]}"
+	# Not prometheus's recommends: a node exporter is no test's business.
+	apt_install --no-install-recommends "${missing[@]}"
 fi
 
 echo "== promtool: the alert rules, their unit tests, the scrape configuration"
