@@ -109,16 +109,16 @@ type relay struct {
 	lease   time.Duration
 	store   store.Store
 	partner *partner.Client
-	pause   *pauser           // --pause-when-down (nil: never pauses)
+	pause   *pauser // --pause-when-down (nil: never pauses)
 	// storeDown is closed while the dedup store is unavailable (store.go);
 	// abandon is closed when the relay stops waiting for it.
 	storeDown *gate
 	abandon   chan struct{}
-	metrics *metrics.Consumer // --metrics-addr (nil: none)
-	stats   stats
-	hard    context.Context // ends only on a second signal: abandon everything
-	fatal   chan error      // a store failure or a missing dead-letter route: stop consuming
-	flight  inFlight
+	metrics   *metrics.Consumer // --metrics-addr (nil: none)
+	stats     stats
+	hard      context.Context // ends only on a second signal: abandon everything
+	fatal     chan error      // a store failure or a missing dead-letter route: stop consuming
+	flight    inFlight
 
 	// The current session's: its dead-letter check, its sender of
 	// delayed copies, and whether it is up (with storeBroken, /readyz).
