@@ -289,3 +289,44 @@ func TestProductionPermissions(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, p.errb.String())
 	}
 }
+
+// TestDelayedCopyRefused: a user that may not write to the default
+// exchange (through which a delayed copy reaches its delay queue) gets its
+// copy refused with 403. That is a setting to fix, not a moment to wait
+// out: the consumer stops with exit 78 naming the permission, the claim
+// stays in claim.in, and the partner is called once, not again and again
+// as each requeued claim came straight back.
+func TestDelayedCopyRefused(t *testing.T) {
+	w := newWorld(t)
+	const password = "a-test-password-2"
+	user := tempUser(t, password)
+	if _, err := w.vh.Ctl.Run(context.Background(), "-q", "set_permissions", "-p", w.vh.Name, user,
+		".*", `^(eai\.claim|eai\.dlx|claim\..*)$`, ".*"); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.run("topology", "-retry-delays", "1s"); r.code != 0 {
+		t.Fatalf("topology -retry-delays 1s: %s", r.stderr)
+	}
+	u, err := url.Parse(w.vh.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, password)
+	env := append(w.env(), broker.EnvURL+"="+u.String())
+	w.publishFiles(brokertest.Claim("refused-busy", "BUSY-r", "r.pdf"))
+	p := w.startEnv(env, "consumer", "--claim", w.url, "--retry-delays", "1s", "--max-seconds", "60")
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the consumer went on after its delayed copy was refused:\n%s", p.errb.String())
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 78 || !strings.Contains(p.errb.String(), "write permission on amq.default") {
+		t.Errorf("exit %d, want 78 naming the permission:\n%s", code, p.errb.String())
+	}
+	if n := w.partner.Stats().ByGuid["refused-busy"]; n != 1 {
+		t.Errorf("the claim was called %d times, want 1", n)
+	}
+	if q := w.vh.Queues(t)[topo.Queue]; q.Messages != 1 {
+		t.Errorf("claim.in holds %d, want the claim back in it", q.Messages)
+	}
+}

@@ -70,7 +70,7 @@ func delayExtra(wait later) []any {
 func (r *relay) notDelayed(d *delivery, att claim.Attempt, a partner.Answer, wait later, err error) {
 	r.stats.ackErrors.Add(1)
 	extra := append(delayExtra(wait), "err", err)
-	if errors.Is(err, errDelayQueueMissing) {
+	if errors.Is(err, errDelayQueueMissing) || errors.Is(err, errDelayRefused) {
 		d.lg.log(slog.LevelError, "claim NOT delayed: left in claim.in", att.Outcome, att.Detail, a, extra...)
 		r.stop(r.delayMissing(err))
 		return

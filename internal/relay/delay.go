@@ -32,6 +32,12 @@ type delayer struct {
 // errDelayQueueMissing: the broker returned the copy (no such queue).
 var errDelayQueueMissing = errors.New("the delay queue is missing")
 
+// errDelayRefused: the broker refused the copy (403: the user may not
+// write to the default exchange, through which a copy reaches its queue).
+// Like a missing queue it is a setting to fix, not a moment to wait out:
+// requeued, the claim would come straight back, and be called again.
+var errDelayRefused = errors.New("the broker refused the delayed copy")
+
 func newDelayer(conn *amqp.Connection) *delayer { return &delayer{conn: conn} }
 
 // send publishes a persistent copy of d to the delay queue for delay,
@@ -63,6 +69,9 @@ func (x *delayer) send(ctx context.Context, d amqp.Delivery, delay time.Duration
 		out, err = x.pub.Await()
 	}
 	switch {
+	case broker.Code(err) == amqp.AccessRefused:
+		x.pub = nil
+		return fmt.Errorf("%w: send to %s: %v (give the user write permission on amq.default; docs/operations.md)", errDelayRefused, q, err)
 	case err != nil:
 		x.pub = nil // the channel's state is unknown: start a new one next time
 		return fmt.Errorf("send to %s: %w", q, err)
@@ -104,6 +113,10 @@ func (r *relay) checkRetryQueues(conn *amqp.Connection) error {
 // delayMissing is the error that ends the run when a delay queue went away
 // mid-run: the claim in hand stays in claim.in, unacked.
 func (r *relay) delayMissing(err error) error {
+	if errors.Is(err, errDelayRefused) {
+		return fail.Errorf(fail.Config, "%v: no claim can wait for its retry, so none is sent there. "+
+			"The claims stay in %s; fix the permission, then start the consumer again", err, topo.Queue)
+	}
 	return fail.Errorf(fail.Config, "%v: no claim can wait for its retry, so none is sent there. "+
 		"The claims stay in %s; run topology -retry-delays %s, then start the consumer again", err, topo.Queue, r.cfg.Retry)
 }
