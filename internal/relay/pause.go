@@ -13,49 +13,38 @@ import (
 
 // pauser stops the consumer from burning claims into the DLQ while the
 // claim system is down (--pause-when-down). After `after` calls in a row
-// got no answer at all (connection refused, reset, timeout), it closes: no
-// worker starts a call, so the workers hold at most --prefetch deliveries
-// unacked and the broker sends no more; every other claim stays in
-// claim.in. One goroutine probes the claim system with backoff, and the
+// got no answer at all (connection refused, reset, timeout), its gate
+// closes: no worker starts a call, so the workers hold at most --prefetch
+// deliveries unacked and the broker sends no more; every other claim stays
+// in claim.in. The gate probes the claim system with backoff, and the
 // first HTTP answer of any status (it is up, whatever it thinks of a GET)
 // opens it again. A nil *pauser never pauses.
 type pauser struct {
 	after   int
-	probe   func(context.Context) error
 	log     *slog.Logger
 	metrics *metrics.Consumer
+	gate    *gate
 
-	mu      sync.Mutex
-	downs   int           // calls in a row without an answer
-	open    chan struct{} // closed while not paused; replaced when paused
-	since   time.Time
-	total   time.Duration
-	pauses  int
-	why     string // the last pause's cause
-	probing bool
+	mu    sync.Mutex
+	downs int // calls in a row without an answer
 }
 
 func newPauser(after int, probe func(context.Context) error, log *slog.Logger, m *metrics.Consumer) *pauser {
-	open := make(chan struct{})
-	close(open)
-	return &pauser{after: after, probe: probe, log: log, metrics: m, open: open}
+	p := &pauser{after: after, log: log, metrics: m, gate: newGate(probe)}
+	p.gate.opened = func(d time.Duration) {
+		p.mu.Lock()
+		p.downs = 0
+		p.mu.Unlock()
+		m.Resumed(d)
+		log.Info("resuming: the claim system answers", "paused", d.Round(time.Millisecond))
+	}
+	return p
 }
 
 // wait returns at once when not paused, or when the pause ends; false
 // when ctx ended first.
 func (p *pauser) wait(ctx context.Context) bool {
-	if p == nil {
-		return true
-	}
-	p.mu.Lock()
-	open := p.open
-	p.mu.Unlock()
-	select {
-	case <-open:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return p == nil || p.gate.wait(ctx)
 }
 
 // note counts one call's answer; a run of `after` calls without one
@@ -65,53 +54,21 @@ func (p *pauser) note(ctx context.Context, a partner.Answer) {
 		return
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if a.Status != 0 {
 		p.downs = 0
+	} else {
+		p.downs++
+	}
+	downs := p.downs
+	p.mu.Unlock()
+	if downs < p.after {
 		return
 	}
-	p.downs++
-	if p.downs < p.after || p.probing {
-		return
+	why := fmt.Sprintf("%d calls in a row without an answer, the last: %s", downs, a.Excerpt)
+	if p.gate.close(ctx, why) {
+		p.log.Warn("claim system down: pausing (claims stay in claim.in; probing until it answers)", "why", why)
+		p.metrics.Paused()
 	}
-	p.probing = true
-	p.open = make(chan struct{})
-	p.since = time.Now()
-	p.pauses++
-	p.why = fmt.Sprintf("%d calls in a row without an answer, the last: %s", p.downs, a.Excerpt)
-	p.log.Warn("claim system down: pausing (claims stay in claim.in; probing until it answers)", "why", p.why)
-	p.metrics.Paused()
-	go p.probeUntilUp(ctx)
-}
-
-// probeUntilUp probes with backoff from 250 ms to 5 s until the claim
-// system answers or the run ends, then resumes.
-func (p *pauser) probeUntilUp(ctx context.Context) {
-	backoff := 250 * time.Millisecond
-	for {
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			p.resume("the run ended")
-			return
-		}
-		if err := p.probe(ctx); err == nil {
-			p.resume("the claim system answers")
-			return
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func (p *pauser) resume(why string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d := time.Since(p.since)
-	p.total += d
-	p.downs, p.probing = 0, false
-	close(p.open)
-	p.metrics.Resumed(d)
-	p.log.Info("resuming: "+why, "paused", d.Round(time.Millisecond))
 }
 
 // paused reports whether a pause is on now.
@@ -119,9 +76,8 @@ func (p *pauser) paused() bool {
 	if p == nil {
 		return false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.probing
+	down, _ := p.gate.isDown()
+	return down
 }
 
 // report is the pauses so far, for the summary: the time (a pause still on
@@ -130,11 +86,5 @@ func (p *pauser) report() (time.Duration, int, string) {
 	if p == nil {
 		return 0, 0, ""
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t := p.total
-	if p.probing {
-		t += time.Since(p.since)
-	}
-	return t, p.pauses, p.why
+	return p.gate.report()
 }
