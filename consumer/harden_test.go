@@ -19,6 +19,7 @@ import (
 	"eaimq/internal/claim"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
+	"eaimq/internal/relay"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -128,7 +129,7 @@ func TestLostRejectIsNotCalledAgain(t *testing.T) {
 		}
 		closed[d.MessageId] = true
 		// The fault: the channel dies before the reject goes out.
-		if ch, ok := d.Acknowledger.(*amqp.Channel); ok {
+		if ch := relay.ChannelOf(d); ch != nil {
 			ch.Close()
 			lost.Add(1)
 		}

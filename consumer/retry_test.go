@@ -181,7 +181,7 @@ func TestDelayedRetryDoesNotFork(t *testing.T) {
 		}
 		// The fault, held until it really happened: the channel is closed
 		// before the ack of a delayed copy already confirmed and recorded.
-		if ch, ok := d.Acknowledger.(*amqp.Channel); ok && ch.Close() == nil {
+		if ch := relay.ChannelOf(d); ch != nil && ch.Close() == nil {
 			lost[step] = true
 		}
 	}

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -21,29 +20,26 @@ const depthEvery = 5 * time.Second
 var depthQueues = []string{topo.Queue, topo.DeadQueue}
 
 // sessionWatch is what one session reports to the metrics besides the
-// claims: the queues' depth, polled, and the deliveries of its channel
-// held unacked. A nil *sessionWatch (no --metrics-addr) does nothing.
+// claims and the deliveries held unacked (acker.go): the queues' depth,
+// polled. A nil *sessionWatch (no --metrics-addr) does nothing.
 type sessionWatch struct {
 	r    *relay
-	ch   *amqp.Channel // the session's consuming channel
-	held atomic.Int64  // its deliveries taken and not yet settled
 	done chan struct{} // closed at the session's end: the poll stops
 
 	mu    sync.Mutex // over the depths' update and ended
 	ended bool
 }
 
-// watchSession starts the watch of the session consuming on ch of conn.
-// end stops it: the depths are unknown until the next session polls, and
-// the held count is no longer the current one. It does not wait for a
-// passive declare in progress (a broker that stalls must not hold up the
-// session's end): the poll sees ended and updates nothing more.
-func (r *relay) watchSession(conn *amqp.Connection, ch *amqp.Channel) *sessionWatch {
+// watchSession starts the watch of the session consuming on conn. end
+// stops it: the depths are unknown until the next session polls. It does
+// not wait for a passive declare in progress (a broker that stalls must
+// not hold up the session's end): the poll sees ended and updates nothing
+// more.
+func (r *relay) watchSession(conn *amqp.Connection) *sessionWatch {
 	if r.metrics == nil {
 		return nil
 	}
-	w := &sessionWatch{r: r, ch: ch, done: make(chan struct{})}
-	r.watch.Store(w)
+	w := &sessionWatch{r: r, done: make(chan struct{})}
 	go w.poll(conn)
 	return w
 }
@@ -52,7 +48,6 @@ func (w *sessionWatch) end() {
 	if w == nil {
 		return
 	}
-	w.r.watch.CompareAndSwap(w, nil)
 	close(w.done)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -62,48 +57,11 @@ func (w *sessionWatch) end() {
 	}
 }
 
-// took counts d as held, and makes its ack, nack or reject count it as
-// settled: the watch stands in for the channel as d's Acknowledger. The
-// broker takes back a closed channel's deliveries, so a delivery of an
-// earlier session that is settled late (its ack fails, in any case)
-// never moves the current session's count. (A test hook that reaches the
-// channel through d.Acknowledger finds the watch there, with
-// --metrics-addr: the channel is its ch.)
-func (w *sessionWatch) took(d *amqp.Delivery) {
-	if w == nil {
-		return
-	}
-	w.held.Add(1)
-	d.Acknowledger = w
-}
-
-// Ack, Nack and Reject settle on the session's channel, and count the
-// delivery as no longer held when the broker was told (multiple is never
-// set by the relay: one delivery each).
-func (w *sessionWatch) Ack(tag uint64, multiple bool) error {
-	return w.settled(w.ch.Ack(tag, multiple))
-}
-
-func (w *sessionWatch) Nack(tag uint64, multiple, requeue bool) error {
-	return w.settled(w.ch.Nack(tag, multiple, requeue))
-}
-
-func (w *sessionWatch) Reject(tag uint64, requeue bool) error {
-	return w.settled(w.ch.Reject(tag, requeue))
-}
-
-func (w *sessionWatch) settled(err error) error {
-	if err == nil {
-		w.held.Add(-1)
-	}
-	return err
-}
-
 // unacked is the current session's deliveries held unacked (0 between
 // sessions: the broker has them back).
 func (r *relay) unacked() int64 {
-	if w := r.watch.Load(); w != nil {
-		return w.held.Load()
+	if a := r.acks.Load(); a != nil {
+		return a.held.Load()
 	}
 	return 0
 }

@@ -127,8 +127,8 @@ type relay struct {
 	delay       atomic.Pointer[delayer]
 	connected   atomic.Bool
 	storeBroken atomic.Bool
-	health      partnerHealth                // the partner's failures in a row
-	watch       atomic.Pointer[sessionWatch] // the current session's, with metrics
+	health      partnerHealth         // the partner's failures in a row
+	acks        atomic.Pointer[acker] // the current session's
 
 	// answered counts workers holding a partner answer that is not yet on
 	// record. A forced exit (second signal) waits a moment for them: a 201

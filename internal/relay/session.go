@@ -180,8 +180,11 @@ func (r *relay) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery
 func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Channel, deliveries <-chan amqp.Delivery, work chan<- job) error {
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	watch := r.watchSession(conn, ch) // the queues' depth and the unacked count (metrics)
+	watch := r.watchSession(conn) // the queues' depth (metrics)
 	defer watch.end()
+	acks := newAcker(ch) // settles this session's deliveries (and counts them, for the metrics)
+	r.acks.Store(acks)
+	defer r.acks.CompareAndSwap(acks, nil)
 	var inflight sync.WaitGroup
 	drain := func() error {
 		if err := ch.Cancel(r.tag, false); err != nil {
@@ -235,7 +238,7 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 				// at random among ready cases): do not start a new call.
 				return drain()
 			}
-			watch.took(&d)
+			acks.took(&d)
 			inflight.Add(1)
 			select {
 			case work <- job{d: d, done: inflight.Done}:
