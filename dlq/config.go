@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -30,32 +29,6 @@ type config struct {
 var commands = []string{"list", "show", "replay", "purge", "edit", "history", "serve"}
 
 const commandWords = "list, show, replay, purge, edit, history or serve"
-
-// statusFlag is -status: an HTTP status, none (dlq.StatusNone), or 0 (any).
-type statusFlag struct{ v *int }
-
-func (s statusFlag) String() string {
-	switch {
-	case s.v == nil:
-		return "0"
-	case *s.v == dlq.StatusNone:
-		return "none"
-	}
-	return strconv.Itoa(*s.v)
-}
-
-func (s statusFlag) Set(v string) error {
-	if v == "none" {
-		*s.v = dlq.StatusNone
-		return nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return errors.New("parse error")
-	}
-	*s.v = n
-	return nil
-}
 
 // Ranges and defaults of the flags.
 const (
@@ -113,7 +86,7 @@ func (c *config) jsonFlag(fs *flag.FlagSet) {
 }
 
 func (c *config) filterFlags(fs *flag.FlagSet) {
-	fs.Var(statusFlag{&c.dlq.Status}, "status", "select by the last HTTP `status` on record: 100-599, none (no answer), 0 (any)")
+	fs.Var(dlq.StatusFlag{V: &c.dlq.Status}, "status", "select by the last HTTP `status` on record: 100-599, none (no answer), 0 (any)")
 	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(reasonWords(), ", ")+" (transient = failed-twice)")
 }
 

@@ -55,7 +55,7 @@ func acts(c config) bool {
 // dials the broker and hands them to the engine.
 func execute(ctx context.Context, c config, getenv func(string) string, stdout, stderr io.Writer) error {
 	c.dlq.Actor = dlq.Actor{Who: audit.OSUser(), Via: "dlq " + c.cmd}
-	c.dlq.Edit.Editor = editor(getenv)
+	c.dlq.Edit.Editor = dlq.Editor(getenv)
 	if c.cmd == "history" || (acts(c) && !c.noStore) {
 		trail, err := audit.Open(ctx, store.Path(getenv))
 		if err != nil {
@@ -109,15 +109,4 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	default:
 		return dlq.Purge(ctx, b, c.dlq, stdout, stderr)
 	}
-}
-
-// editor is the command dlq edit runs, as git picks it: $VISUAL, else
-// $EDITOR, else vi.
-func editor(getenv func(string) string) string {
-	for _, k := range []string{"VISUAL", "EDITOR"} {
-		if v := getenv(k); v != "" {
-			return v
-		}
-	}
-	return "vi"
 }

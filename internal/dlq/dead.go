@@ -124,21 +124,25 @@ func (m *dead) sentence() string {
 	return "state " + string(m.Rec.State)
 }
 
-// crashSentence says what a delivery-limit dead letter is.
-func (m *dead) crashSentence() string {
+// crashSentence says what a delivery-limit dead letter is, in short (the
+// table's column) or in full.
+func (m *dead) crashSentence(full bool) string {
+	s := "delivered until " + orDash(m.FromQueue) + "'s delivery limit without an outcome (not the partner's answer)"
+	if !full {
+		return s
+	}
 	calls := "no store read"
 	if !m.NoStore {
 		calls = fmt.Sprintf("%d partner call(s) on record", m.Rec.Attempts)
 	}
-	return "the broker dead-lettered it at " + orDash(m.FromQueue) + "'s delivery limit: delivered again and again " +
-		"without an ack or a reject (a consumer that died or lost its connection each time), not the partner's answer; " + calls
+	return "the broker dead-lettered it: " + s + ": a consumer died or lost its connection with it each time; " + calls
 }
 
 // why is the reason and its sentence for a person.
 func (m *dead) why() string {
 	switch {
 	case m.crashLoop():
-		return CrashLoopWord + ": " + m.crashSentence()
+		return CrashLoopWord + ": " + m.crashSentence(false)
 	case m.NoStore:
 		return "unknown (no store read)"
 	case !m.Known:

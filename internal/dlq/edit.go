@@ -26,6 +26,17 @@ type EditSource struct {
 	Dir    string    // where the editor's file goes ("": the system's temporary directory)
 }
 
+// Editor is the command dlq edit runs, as git picks it: $VISUAL, else
+// $EDITOR, else vi.
+func Editor(getenv func(string) string) string {
+	for _, k := range []string{"VISUAL", "EDITOR"} {
+		if v := getenv(k); v != "" {
+			return v
+		}
+	}
+	return "vi"
+}
+
 // IdempotencyKey is the Idempotency-Key a claim sent after an edit carries
 // (draft-ietf-httpapi-idempotency-key-header): a partner that follows the
 // draft answers 422 to a key reused with another body, so an edited body

@@ -133,7 +133,11 @@ func writeShown(w io.Writer, m *dead, stored bool, history []AttemptRow) {
 		fmt.Fprintf(w, "  none\n")
 	}
 	writeHeaders(w, "  ", d.Headers)
-	fmt.Fprintf(w, "reason:        %s\n", field(m.why()))
+	why := m.why()
+	if m.crashLoop() {
+		why = CrashLoopWord + ": " + m.crashSentence(true)
+	}
+	fmt.Fprintf(w, "reason:        %s\n", field(why))
 	if e := m.Edit; e != nil {
 		at := "-"
 		if !e.At.IsZero() {

@@ -143,7 +143,7 @@ func newGroup(m *dead) *dlqweb.Group {
 	g := &dlqweb.Group{ID: id, Reason: reason, Status: status, Sentence: m.sentence()}
 	switch {
 	case m.crashLoop():
-		g.Sentence = m.crashSentence()
+		g.Sentence = m.crashSentence(true)
 	case m.NoStore || !m.Known:
 		g.Sentence = m.why()
 	}
