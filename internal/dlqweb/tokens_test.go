@@ -76,8 +76,10 @@ func (s *stub) Retry(_ context.Context, who string, _ Target) (Report, error) {
 	s.who = append(s.who, who)
 	return Report{Action: "retry"}, nil
 }
-func (s *stub) Purge(ctx context.Context, who string, t Target) (Report, error) { return s.Retry(ctx, who, t) }
-func (s *stub) CheckEdit(string, []byte) error                                  { return nil }
+func (s *stub) Purge(ctx context.Context, who string, t Target) (Report, error) {
+	return s.Retry(ctx, who, t)
+}
+func (s *stub) CheckEdit(string, []byte) error { return nil }
 func (s *stub) EditRetry(ctx context.Context, who, _ string, _ []byte, _ string) (Report, error) {
 	return s.Retry(ctx, who, Target{})
 }
