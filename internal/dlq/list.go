@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"eaimq/internal/fail"
 )
 
 // Row is one dead letter as list -json prints it (one line each) and as
@@ -121,7 +124,12 @@ var tableHead = []any{"MESSAGE_ID", "CLAIM_ID", "DEAD-LETTERED (UTC)", "FROM", "
 
 // List prints the selected dead letters on w, as a table or (c.JSON) one
 // JSON object a line, and consumes nothing.
-func List(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error {
+func List(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) error {
+	// Buffered: 100,000 rows are 100,000 writes to a terminal or a pipe
+	// otherwise. Flushed before anything goes to stderr, so that the two
+	// stay in order on a terminal.
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	defer w.Flush()
 	f := newFilter(c)
 	n := 0
 	if !c.JSON {
@@ -145,11 +153,15 @@ func List(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error 
 	if u := b.unlooked(); u > 0 {
 		more = fmt.Sprintf("; %d more in claim.dead not looked at (-limit %d)", u, c.Limit)
 		if c.JSON {
+			w.Flush()
 			fmt.Fprintf(stderr, "dlq: %d more dead letter(s) in claim.dead not looked at (-limit %d)\n", u, c.Limit)
 		}
 	}
 	if !c.JSON {
 		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s; claim.dead keeps them all\n", n, b.looked, more)
+	}
+	if err := w.Flush(); err != nil {
+		return fail.New(fail.IO, err)
 	}
 	quorumWarning(b, stderr)
 	return nil
@@ -187,10 +199,13 @@ func writeTableRow(w io.Writer, m *dead) {
 // message of a JSON error body ({"error": "documents missing"}), else the
 // answer as it is.
 func answerOf(s string) string {
-	var body map[string]any
+	if !strings.HasPrefix(s, "{") {
+		return s
+	}
+	var body struct{ Error, Message, Detail, Title, Reason any }
 	if json.Unmarshal([]byte(s), &body) == nil {
-		for _, k := range []string{"error", "message", "detail", "title", "reason"} {
-			if v, ok := body[k].(string); ok && v != "" {
+		for _, v := range []any{body.Error, body.Message, body.Detail, body.Title, body.Reason} {
+			if v, ok := v.(string); ok && v != "" {
 				return v
 			}
 		}

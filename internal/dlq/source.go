@@ -18,10 +18,10 @@ import (
 const (
 	// maxWindow bounds the window, so that a batch of store records stays
 	// one query of a few chunks and the first rows print at once.
-	maxWindow = 1000
+	maxWindow = 500
 	// windowBytes bounds the bodies of one window: the window is this
 	// divided by the largest body seen, so 16 MiB claims come one by one.
-	windowBytes = 4 << 20
+	windowBytes = 2 << 20
 	// idleCheck is how long source waits for a delivery before it asks
 	// the broker whether claim.dead still has any ready for it.
 	idleCheck = 500 * time.Millisecond
