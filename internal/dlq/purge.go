@@ -36,6 +36,7 @@ func Purge(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error
 		return err
 	}
 	missing := f.missing(stderr, b)
+	quorumWarning(b, stderr)
 	if !c.Yes {
 		return fail.Errorf(fail.Usage, "purge would delete %d dead letter(s); add -yes to delete them", n)
 	}

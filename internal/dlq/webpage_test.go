@@ -188,3 +188,20 @@ func TestHealthAndBanner(t *testing.T) {
 		t.Errorf("default banner: %+v", b)
 	}
 }
+
+// TestQuorumWarning: a walk that saw a dead letter delivered half of
+// RabbitMQ 4's default delivery limit times warns, naming the fix; on 3.x
+// (no default limit) and below the count, nothing.
+func TestQuorumWarning(t *testing.T) {
+	for _, c := range []struct {
+		version    string
+		deliveries int64
+		warns      bool
+	}{{"4.0.5", 12, true}, {"4.1.0", 10, true}, {"4.0.5", 9, false}, {"3.10.8", 19, false}, {"", 30, false}, {"10.2", 11, true}} {
+		var s strings.Builder
+		quorumWarning(&Browser{version: c.version, deliveries: c.deliveries}, &s)
+		if got := s.Len() > 0; got != c.warns || (got && !strings.Contains(s.String(), `"delivery-limit": -1`)) {
+			t.Errorf("%+v: %q", c, s.String())
+		}
+	}
+}
