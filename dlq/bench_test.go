@@ -65,13 +65,7 @@ const (
 //
 //	go test -run '^$' -bench DLQListRSS -benchtime 1x ./dlq
 func BenchmarkDLQListRSS(b *testing.B) {
-	brokertest.PrivateNode(b, rssNode, rssPort)
-	vh := brokertest.NewOn(b, rabbitctl.Ctl{Node: rssNode}, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", rssPort))
-	vh.Topology(b)
-	db := filepath.Join(b.TempDir(), "processed.db")
-	start := time.Now()
-	deadLetters(b, vh, db, rssDead)
-	b.Logf("setup: %d dead letters in claim.dead and in the store in %s", rssDead, time.Since(start).Round(time.Second))
+	vh, db := hundredThousand(b, rssNode, rssPort)
 
 	bin := brokertest.Binary(b, "eaimq/dlq")
 	dir := b.TempDir()
@@ -142,6 +136,20 @@ func BenchmarkDLQListRSS(b *testing.B) {
 	if q := vh.Queues(b); q[topo.DeadQueue].Messages != rssDead || q[topo.Queue].Messages != 0 {
 		b.Errorf("after list: claim.dead holds %d, claim.in %d; want %d and 0", q[topo.DeadQueue].Messages, q[topo.Queue].Messages, rssDead)
 	}
+}
+
+// hundredThousand starts a private node, and leaves rssDead dead letters
+// in its claim.dead and their records in the store at db.
+func hundredThousand(b *testing.B, node string, port int) (*brokertest.VHost, string) {
+	b.Helper()
+	brokertest.PrivateNode(b, node, port)
+	vh := brokertest.NewOn(b, rabbitctl.Ctl{Node: node}, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port))
+	vh.Topology(b)
+	db := filepath.Join(b.TempDir(), "processed.db")
+	start := time.Now()
+	deadLetters(b, vh, db, rssDead)
+	b.Logf("setup: %d dead letters in claim.dead and in the store in %s", rssDead, time.Since(start).Round(time.Second))
+	return vh, db
 }
 
 // checkListed reads list's table in file out: n distinct rows, each a

@@ -8,7 +8,6 @@ import (
 	"net/http/httptrace"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
-	"eaimq/internal/rabbitctl"
 	"eaimq/internal/store"
 )
 
@@ -32,13 +30,7 @@ import (
 //	go test -run '^$' -bench DLQServeGroups -benchtime 1x ./dlq
 func BenchmarkDLQServeGroups(b *testing.B) {
 	const node, port = "eaimqdlqserve@localhost", 5695
-	brokertest.PrivateNode(b, node, port)
-	vh := brokertest.NewOn(b, rabbitctl.Ctl{Node: node}, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port))
-	vh.Topology(b)
-	db := filepath.Join(b.TempDir(), "processed.db")
-	start := time.Now()
-	deadLetters(b, vh, db, rssDead)
-	b.Logf("setup: %d dead letters in claim.dead and in the store in %s", rssDead, time.Since(start).Round(time.Second))
+	vh, db := hundredThousand(b, node, port)
 
 	mem := brokerMemory(b, node)
 	var cold, kept, again time.Duration

@@ -74,25 +74,9 @@ type AttemptRow struct {
 // headers, the attempt history from the store and the body, as text or
 // (c.JSON) one JSON object.
 func Show(ctx context.Context, b *Browser, c Config, w io.Writer) error {
-	f := newFilter(c)
-	var m *dead
-	err := b.walk(ctx, c.Limit, func(d *dead) (bool, error) {
-		if f.selects(d) {
-			m = d
-			return false, nil
-		}
-		return true, nil
-	})
+	m, err := findOne(ctx, b, c)
 	if err != nil {
 		return err
-	}
-	if m == nil {
-		if r := f.resolved(); len(r) == 1 {
-			m = r[0]
-		}
-	}
-	if m == nil {
-		return fail.Errorf(fail.Failed, "%s", f.unnamed(b)[0])
 	}
 	history := []AttemptRow{}
 	if b.store != nil {
