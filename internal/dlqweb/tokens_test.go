@@ -172,3 +172,20 @@ func TestNamedTokens(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestReloadIsNotARecount: the groups page's reload goes to /, so that a
+// page opened with "Count again now" (/?refresh=1) does not walk
+// claim.dead at every reload.
+func TestReloadIsNotARecount(t *testing.T) {
+	h, err := New(Config{Addr: "127.0.0.1:0", Backend: &stub{}, Refresh: 5e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/?refresh=1", nil)
+	r.Host = "127.0.0.1"
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	if body := rec.Body.String(); !strings.Contains(body, `<meta http-equiv="refresh" content="5; url=/">`) {
+		t.Errorf("the reload:\n%s", body)
+	}
+}
