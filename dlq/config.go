@@ -26,9 +26,9 @@ type config struct {
 }
 
 // commands are dlq's commands, as the usage errors name them.
-var commands = []string{"list", "show", "replay", "purge", "serve"}
+var commands = []string{"list", "show", "replay", "purge", "edit", "history", "serve"}
 
-const commandWords = "list, show, replay, purge or serve"
+const commandWords = "list, show, replay, purge, edit, history or serve"
 
 // Ranges and defaults of the flags.
 const (
@@ -47,13 +47,19 @@ const (
 func (c *config) flagSet(cmd string) *flag.FlagSet {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	d := &c.dlq
-	fs.IntVar(&d.Limit, "limit", 0, "look at the first `n` dead letters only: 0 (all) or more")
-	fs.BoolVar(&c.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay, purge and serve need it to run without one")
+	if cmd != "history" { // it reads the audit trail, not claim.dead
+		fs.IntVar(&d.Limit, "limit", 0, "look at the first `n` dead letters only: 0 (all) or more")
+		fs.BoolVar(&c.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay, purge, edit and serve need it to run without one")
+	}
 	switch cmd {
 	case "list":
 		c.jsonFlag(fs)
 		c.filterFlags(fs)
 	case "show":
+		c.jsonFlag(fs)
+	case "edit":
+		fs.StringVar(&d.Edit.File, "body", "", "take the new body from `file` (- for stdin) instead of an editor")
+	case "history":
 		c.jsonFlag(fs)
 	case "replay":
 		c.filterFlags(fs)
@@ -80,8 +86,8 @@ func (c *config) jsonFlag(fs *flag.FlagSet) {
 }
 
 func (c *config) filterFlags(fs *flag.FlagSet) {
-	fs.IntVar(&c.dlq.Status, "status", 0, "select by the last HTTP `status` on record: 100-599 (0: any)")
-	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(claim.ReasonWords(), ", ")+" (transient = failed-twice)")
+	fs.Var(dlq.StatusFlag{V: &c.dlq.Status}, "status", "select by the last HTTP `status` on record: 100-599, none (no answer), 0 (any)")
+	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(reasonWords(), ", ")+" (transient = failed-twice)")
 }
 
 func (c *config) allFlag(fs *flag.FlagSet) {
@@ -138,9 +144,14 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return c, err
 	}
 	if c.cmd == "serve" {
-		c.dlq.Page.Token = getenv(dlqweb.EnvToken)
-		// Before the store or the broker: an unsafe address is a usage error.
-		if err := dlqweb.Check(dlqweb.Config{Addr: c.dlq.Page.Addr, Token: c.dlq.Page.Token}); err != nil {
+		// Before the store or the broker: an unsafe address, or a token
+		// file that cannot be used, is a usage error.
+		tokens, err := dlqweb.Tokens(getenv(dlqweb.EnvToken), getenv(dlqweb.EnvTokens))
+		if err == nil {
+			c.dlq.Page.Tokens = tokens
+			err = dlqweb.Check(dlqweb.Config{Addr: c.dlq.Page.Addr, Tokens: tokens})
+		}
+		if err != nil {
 			return c, cli.Usagef("%v", err)
 		}
 	}
@@ -193,15 +204,17 @@ func parseInterleaved(fs *flag.FlagSet, args []string, stdout io.Writer) ([]stri
 // or their absence where the command wants otherwise.
 func (c *config) check() error {
 	d := &c.dlq
-	if c.reason != "" {
+	if c.reason == dlq.CrashLoopWord {
+		d.CrashLoop = true
+	} else if c.reason != "" {
 		r, ok := claim.ParseReason(c.reason)
 		if !ok {
-			return cli.Usagef("-reason %q: want one of %s (or transient)", c.reason, strings.Join(claim.ReasonWords(), ", "))
+			return cli.Usagef("-reason %q: want one of %s (or transient)", c.reason, strings.Join(reasonWords(), ", "))
 		}
 		d.Reason, d.ByReason = r, true
 	}
-	if d.Status != 0 && (d.Status < 100 || d.Status > 599) {
-		return cli.Usagef("-status %d: want an HTTP status, 100-599 (0: any)", d.Status)
+	if d.Status > 0 && (d.Status < 100 || d.Status > 599) {
+		return cli.Usagef("-status %d: want an HTTP status, 100-599, none or 0 (any)", d.Status)
 	}
 	if d.Limit < 0 {
 		return cli.Usagef("-limit %d: want 0 (all) or more", d.Limit)
@@ -210,6 +223,7 @@ func (c *config) check() error {
 		return cli.Usagef("-max-replays %d: want 1-%d", d.MaxReplays, maxMaxReplays)
 	}
 	if c.noStore && (d.Status != 0 || (d.ByReason && d.Reason != claim.ReasonUnknown)) {
+		// -reason crash-loop reads the message, not the store: it stays.
 		return cli.Usagef("-status and -reason read the store, and -no-store reads none: only -reason unknown selects anything then")
 	}
 	if slices.Contains(d.IDs, "") {
@@ -227,12 +241,16 @@ func (c *config) check() error {
 		if d.Page.Refresh != 0 && (d.Page.Refresh < time.Second || d.Page.Refresh > maxRefresh) {
 			return cli.Usagef("-refresh %v: want 0 (never) or 1s to 1h", d.Page.Refresh)
 		}
-	case "show":
+	case "show", "edit":
 		if len(d.IDs) != 1 {
-			return cli.Usagef("show takes one ID")
+			return cli.Usagef("%s takes one ID", c.cmd)
+		}
+	case "history":
+		if len(d.IDs) > 1 {
+			return cli.Usagef("history takes one ID, or none for every entry")
 		}
 	case "replay", "purge":
-		if len(d.IDs) == 0 && !c.all && d.Status == 0 && !d.ByReason {
+		if len(d.IDs) == 0 && !c.all && d.Status == 0 && !d.ByReason && !d.CrashLoop {
 			return cli.Usagef("%s needs IDs, -all, or a filter (-status, -reason)", c.cmd)
 		}
 		if len(d.IDs) > 0 && c.all {
@@ -241,3 +259,6 @@ func (c *config) check() error {
 	}
 	return nil
 }
+
+// reasonWords are -reason's words: the store's, and crash-loop.
+func reasonWords() []string { return append(claim.ReasonWords(), dlq.CrashLoopWord) }

@@ -80,7 +80,7 @@ func TestParseConfig(t *testing.T) {
 			c.dlq.Page.Refresh, c.dlq.MaxReplays = time.Hour, 1000
 		})},
 		{[]string{"serve", "-addr", "0.0.0.0:8088"}, map[string]string{dlqweb.EnvToken: token}, with(defaults("serve"), func(c *config) {
-			c.dlq.Page.Addr, c.dlq.Page.Token = "0.0.0.0:8088", token
+			c.dlq.Page.Addr, c.dlq.Page.Tokens = "0.0.0.0:8088", []dlqweb.Token{{Name: dlqweb.SharedName, Value: token}}
 		})},
 		{[]string{"serve", "-addr", "[::1]:9000"}, nil, with(defaults("serve"), func(c *config) { c.dlq.Page.Addr = "[::1]:9000" })},
 	} {
@@ -103,9 +103,9 @@ func TestParseConfigRefuses(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{nil, nil, "no command: list, show, replay, purge or serve"},
-		{[]string{"-json"}, nil, "no command: list, show, replay, purge or serve"},
-		{[]string{"frobnicate"}, nil, `unknown command "frobnicate": list, show, replay, purge or serve`},
+		{nil, nil, "no command: list, show, replay, purge, edit, history or serve"},
+		{[]string{"-json"}, nil, "no command: list, show, replay, purge, edit, history or serve"},
+		{[]string{"frobnicate"}, nil, `unknown command "frobnicate": list, show, replay, purge, edit, history or serve`},
 		// A flag of another command, before the command or after it.
 		{[]string{"-yes", "list"}, nil, "-yes does nothing for list; leave it out"},
 		{[]string{"list", "-yes"}, nil, "-yes does nothing for list; leave it out"},
@@ -119,9 +119,9 @@ func TestParseConfigRefuses(t *testing.T) {
 		{[]string{"serve", "-all"}, nil, "-all does nothing for serve; leave it out"},
 		{[]string{"serve", "-json", "-yes", "-reason", "bad"}, nil, "-json, -reason, -yes does nothing for serve; leave it out"},
 		// Ranges.
-		{[]string{"-status", "42", "list"}, nil, "-status 42: want an HTTP status, 100-599 (0: any)"},
-		{[]string{"-status", "600", "replay"}, nil, "-status 600: want an HTTP status, 100-599 (0: any)"},
-		{[]string{"-reason", "bad", "list"}, nil, `-reason "bad": want one of ` + strings.Join(claim.ReasonWords(), ", ") + " (or transient)"},
+		{[]string{"-status", "42", "list"}, nil, "-status 42: want an HTTP status, 100-599, none or 0 (any)"},
+		{[]string{"-status", "600", "replay"}, nil, "-status 600: want an HTTP status, 100-599, none or 0 (any)"},
+		{[]string{"-reason", "bad", "list"}, nil, `-reason "bad": want one of ` + strings.Join(claim.ReasonWords(), ", ") + ", crash-loop (or transient)"},
 		{[]string{"-limit", "-1", "list"}, nil, "-limit -1: want 0 (all) or more"},
 		{[]string{"-max-replays", "0", "replay", "-all"}, nil, "-max-replays 0: want 1-1000"},
 		{[]string{"-max-replays", "1001", "serve"}, nil, "-max-replays 1001: want 1-1000"},
@@ -141,7 +141,7 @@ func TestParseConfigRefuses(t *testing.T) {
 		{[]string{"serve", "X"}, nil, "serve takes no IDs (the page shows every dead letter)"},
 		// serve's address.
 		{[]string{"serve", "-addr", "0.0.0.0:8088"}, nil, "-addr 0.0.0.0:8088 is not loopback: anyone who reaches it could replay and purge claims; " +
-			"set EAIMQ_DLQ_TOKEN to a secret token (or listen on 127.0.0.1)"},
+			"set EAIMQ_DLQ_TOKEN to a secret token, or EAIMQ_DLQ_TOKENS to a file of named ones (or listen on 127.0.0.1)"},
 		{[]string{"serve", "-addr", "8088"}, nil, `-addr "8088": want host:port, such as 127.0.0.1:8088`},
 		{[]string{"serve", "-addr", "0.0.0.0:8088"}, map[string]string{dlqweb.EnvToken: "short"}, "EAIMQ_DLQ_TOKEN is shorter than 16 characters: too easy to guess"},
 	} {
@@ -198,11 +198,13 @@ func TestParseConfigHelpAndMistakes(t *testing.T) {
 // derived from these sets.
 func TestEachCommandItsFlags(t *testing.T) {
 	want := map[string]string{
-		"list":   "json limit no-store reason status",
-		"show":   "json limit no-store",
-		"replay": "all force limit max-replays no-store reason status",
-		"purge":  "all limit no-store reason status yes",
-		"serve":  "addr limit max-replays no-store read-only refresh",
+		"list":    "json limit no-store reason status",
+		"show":    "json limit no-store",
+		"replay":  "all force limit max-replays no-store reason status",
+		"purge":   "all limit no-store reason status yes",
+		"edit":    "body limit no-store",
+		"history": "json",
+		"serve":   "addr limit max-replays no-store read-only refresh",
 	}
 	var c config
 	for _, cmd := range commands {

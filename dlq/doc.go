@@ -1,39 +1,73 @@
-// Dlq shows why claims were dead-lettered, and replays or purges them
-// without losing one.
+// Dlq shows why claims were dead-lettered, and replays, edits or purges
+// them without losing one, keeping a record of who did what.
 //
 // Usage:
 //
-//	dlq [-json] [-status N] [-reason R] [-limit N] list
+//	dlq [-json] [-status N|none] [-reason R] [-limit N] list
 //	dlq [-json] show ID
-//	dlq [-status N] [-reason R] [-force] [-max-replays N] replay (ID... | -all)
-//	dlq [-status N] [-reason R] -yes purge (ID... | -all)
+//	dlq [-status N|none] [-reason R] [-force] [-max-replays N] replay (ID... | -all)
+//	dlq [-body FILE] edit ID
+//	dlq [-status N|none] [-reason R] -yes purge (ID... | -all)
+//	dlq [-json] history [ID]
 //	dlq [-addr HOST:PORT] [-read-only] [-refresh D] [-max-replays N] serve
 //	dlq -h | -version
 //
 // Flags may stand anywhere: before the command, after it, among the IDs
 // (dlq purge X -yes). After "--" every argument is an ID, even one that
-// starts with "-". IDs are message_ids (or, for a message that had none,
+// starts with "-". An ID is a message_id (or, for a message that had none,
 // the body's guid or the sha256: key the consumer filed it under, as list
-// shows them); an empty ID is a usage error, never "every message without
-// a message_id".
+// shows them), or a claimId: one that no message_id answers to and that
+// is the claimId of exactly one dead letter names that one; one that is
+// the claimId of several names none of them (they are listed, with when
+// and why each was dead-lettered, and the exit status is 1). An empty ID
+// is a usage error, never "every message without a message_id".
 //
-// list prints every message of claim.dead as a table, and consumes nothing:
-// message_id, claimId, when and from which queue it was dead-lettered and
-// the broker's reason and count (x-death), the number of partner calls, and
-// our reason as the consumer recorded it in EAI_MQ_DB: the reason's word
-// (the -reason words below) and its sentence ("unexpected 200: not a
-// creation"). -json prints one object per line instead, with the fields
-// message_id, claim_id, dead_lettered_at, from_queue, broker_reason,
-// broker_count, reason, dead_reason (the recorded sentence), recorded
-// (whether the store has a record), state, status, excerpt, attempts,
-// our_reason (status or error and sentence, for people) and replays. When
-// -limit leaves dead letters unlooked-at, list says how many (on stderr
-// with -json).
+// list prints every message of claim.dead as a table, and consumes
+// nothing. Its columns: MESSAGE_ID; CLAIM_ID (the body's claimId);
+// DEAD-LETTERED, when, and FROM, from which queue (x-death); BROKER, the
+// broker's own reason, in full, with its count when it is more than one
+// (xN: dead-lettered N times for it, as a replayed claim rejected again
+// is); then what the consumer recorded in EAI_MQ_DB: CALLS, the partner
+// calls on record; STATUS, the partner's last HTTP status ("-": no answer
+// at all, as when it cannot be reached); ANSWER, the partner's last answer
+// or the error there was instead, clipped (of a JSON error body, its
+// "error" or "message"); and REASON, the reason on record (the -reason
+// words below) and its sentence ("unexpected 200: not a creation"). The
+// last line says how many were listed of how many looked at; when -limit
+// leaves dead letters unlooked-at, it says how many (on stderr with -json).
+//
+// The broker's reasons (x-death):
+//
+//	rejected        a consumer rejected it (requeue=false): every decision
+//	                of the consumer's to dead-letter a claim
+//	delivery_limit  a quorum claim.in delivered it more times than its
+//	                delivery limit (RabbitMQ 4: 20 by default) without an
+//	                ack or a reject: no consumer decided anything, a
+//	                consumer died or lost its connection with it each
+//	                time. dlq calls it a crash loop (REASON crash-loop,
+//	                -reason crash-loop): not the partner's rejection; fix
+//	                the consumer, then replay it
+//	expired         it outlived a message TTL (a policy on claim.in)
+//	maxlen          it was pushed out of a queue at its max length
+//
+// -json prints one object per line instead, every field on every line,
+// null where there is none: message_id, claim_id, dead_lettered_at,
+// from_queue, broker_reason, broker_count (x-death), crash_loop (true for
+// delivery_limit), reason (the reason's word on record; "unknown" without
+// a record), dead_reason (the recorded sentence), recorded (whether the
+// store has a record), state, status, excerpt (the partner's last answer,
+// or the error), attempts (partner calls), our_reason (status or error and
+// sentence, for people), replays (x-eaimq-replays), deliveries
+// (x-delivery-count, on a quorum claim.dead) and edit (the x-eaimq-edited
+// record of an edited copy: at, by, via, previous_sha256,
+// idempotency_key).
 //
 // show prints one message: properties, headers (x-death included, one
-// field a line), the attempt history from the store, and the body. -json
-// prints it as one JSON object instead (a body that is not UTF-8 as
-// body_base64).
+// field a line), the reason, an edit and its Idempotency-Key, the attempt
+// history from the store, and the body. -json prints it as one JSON
+// object: list's fields, then content_type, delivery_mode, timestamp,
+// app_id, headers, history and body (a body that is not UTF-8 as
+// body_base64 instead; the other is null).
 //
 // Everything printed as text that comes from a message (ids, claimId,
 // headers, body, the partner's answer) is made safe for a terminal: control
@@ -51,10 +85,31 @@
 // x-eaimq-replays count raised by one. The dead copy is acked only after
 // the broker confirmed the new one: dying in between leaves a duplicate,
 // which the consumer's dedup absorbs, never a loss. A claim the store
-// records as delivered is skipped and reported, unless -force. A dead
-// letter already replayed -max-replays times is refused (it stays in
-// claim.dead, is reported, and the exit status is 1), unless -force: a
-// claim that keeps coming back needs a fix, not another try.
+// records as delivered is skipped and reported: its dead copy is stale,
+// and the way out of the DLQ for it is purge (the line names the command);
+// -force replays it anyway, and the partner gets it again. A dead letter
+// already replayed -max-replays times is refused (it stays in claim.dead,
+// is reported, and the exit status is 1), unless -force: a claim that
+// keeps coming back needs a fix (dlq edit), not another try.
+//
+// edit fixes one claim, as the page's edit and retry does: it opens the
+// body (formatted when it is JSON) in $VISUAL, else $EDITOR, else vi, in a
+// file only its owner can read, or takes the new body from -body FILE (-
+// for stdin). The new body is checked as publish checks a claim file (one
+// JSON object of at most 1 MiB whose guid can travel) and must keep the
+// guid, which stays the copy's message_id; then it is replayed as replay
+// does (confirm before ack; -max-replays does not apply: the edit is the
+// fix), with the header x-eaimq-edited: at, by (who), via (dlq edit or dlq
+// serve), previous_sha256 (of the body it replaced) and idempotency_key,
+// the new Idempotency-Key the consumer sends for it, message_id + "+edit."
+// + the first 16 hex digits of the sha256 of the new body (a partner that
+// follows the Idempotency-Key draft refuses a key reused with another
+// body; dedup still goes by the message_id). claim.dead is given back
+// while the editor runs; a dead letter whose body changed meanwhile (it
+// was replayed, edited or purged) is not replaced (exit 1). A body the
+// editor saved unchanged replays nothing (exit 0); one that fails the
+// checks replays nothing (exit 65), and the editor's file is kept for a
+// second try, its path said.
 //
 // One invocation replays each dead letter at most once, even while a
 // consumer runs and sends replayed claims the partner rejects again back to
@@ -66,66 +121,106 @@
 // purge deletes the selected dead letters; it needs -yes (without it, it
 // prints what it would delete and exits 2) and prints what it deleted.
 //
+// The audit trail: every replay, edit and purge (-yes) of the command
+// line and of the page, of one claim or a group, is one JSON line: at,
+// who (the named token's name on the page, else the OS user, and who ran
+// sudo), via (dlq replay, dlq serve, ...), action, target (what was
+// asked: the IDs, -all and the filters, a group), ids (the dead letters
+// acted on), not_done (selected or named and not acted on, and why),
+// result (done, partial, failed, nothing), error, and edit (the
+// previous_sha256, sha256 and idempotency_key of an edit). It is the file
+// EAI_MQ_DB-audit.jsonl beside an SQLite store (mode 0600), or the table
+// eaimq_audit in a PostgreSQL store's database (created on first use). It
+// is checked before the action: an action whose entry could not be written
+// is not taken (exit 74). history prints it, oldest first: every entry, or
+// those that name ID; -json prints the lines.
+//
 // serve is the same, as a web page for the people who fix failed claims
-// (html/template, no script). Its groups page shows the dead letters
-// grouped by recorded reason and last status (rejected 422, failed-twice
-// 503, no-id, unexpected-status, unknown), each with its count, the
-// partner's answer, the first and last dead-lettered time and the claim
-// ids, and reloads every -refresh. A claim's page shows its body (JSON
-// formatted), properties, x-death, headers, the store's attempt history
-// and its repeated failures. The actions, each behind a confirmation page
-// and a CSRF token, run the code of the commands above: retry one claim or
-// a group (replay, with -max-replays; claims recorded as delivered are
-// skipped), purge one or a group (purge -yes), and edit and retry: the
-// edited body is checked as publish checks a claim file (one JSON object
-// of at most 1 MiB whose guid can travel; the guid must stay the claim's
-// message_id), then published with the same message_id and an
-// x-eaimq-edited header (when, by what, the sha256 of the body it
-// replaced), and the dead copy is acked only after the broker confirmed
-// the edited one. An edited dead letter shows as edited. A retry or purge
-// reports what it did (replayed, skipped as delivered, refused) and warns
-// when new dead letters arrived in claim.dead while it ran. serve needs the
-// store as replay does (or -no-store), walks claim.dead once per page and
-// action, one at a time, and stops on Ctrl-C (exit 0).
+// (html/template, no script). A banner on every page names the queue, the
+// vhost and the broker's address (never its user or password). Its groups
+// page shows the dead letters grouped by reason and last status (rejected
+// 422, failed-twice 503, crash-loop, no-id, unexpected-status, unknown),
+// each with its count, the partner's answer, the first and last
+// dead-lettered time and the first claim ids (all of a group, a page of
+// 100 at a time, on its own page). Counting the groups is a walk of
+// claim.dead, and the broker holds every message a walk looks at until it
+// ends, so the groups are kept and counted again only when an action ran
+// since, or claim.dead's depth changed (and not sooner than nine times the
+// last walk's duration after it), or they are a minute old, or "Count
+// again now" asks; the page says when they were counted, and reloads every
+// -refresh. Search finds dead letters whose message_id, guid or claimId
+// holds what was typed (letter case aside), a page at a time. A claim's
+// page shows its body (JSON formatted), properties, x-death, headers, the
+// store's attempt history, its repeated failures, and its history in the
+// audit trail. The actions, each behind a confirmation page and a CSRF
+// token, run the code of the commands above: retry one claim or a group
+// (replay, with -max-replays; claims recorded as delivered are skipped),
+// purge one or a group (purge -yes), and edit and retry (edit's checks,
+// its header and its new Idempotency-Key; refused when the dead letter's
+// body changed since the page showed it). A retry or purge reports what it
+// did (replayed, skipped as delivered, refused) and warns when new dead
+// letters arrived in claim.dead while it ran. GET /healthz answers 200 and
+// {"ok":true,"claim_dead":N,"store":"ok"} when the broker and the store
+// answer, else 503 with the error, and needs no token. serve needs the
+// store as replay does (or -no-store), walks claim.dead one page or action
+// at a time, and stops on Ctrl-C (exit 0).
 //
 // serve is safe by default: it listens on 127.0.0.1:8088 and answers only
-// requests addressed to a loopback name. Any other -addr needs
-// EAIMQ_DLQ_TOKEN (at least 16 characters; without it serve exits 2), and
-// then every page and action answers 401 unless the request carries the
-// token (Authorization: Bearer TOKEN, or the cookie the page's login form
-// sets). -read-only shows no action and refuses every one with 403, even a
-// POST made by hand. The store's location and the broker's password never
-// reach the page, and every field of a claim is escaped: a claim is
-// untrusted input. A POST from another site is refused (CSRF token,
-// Sec-Fetch-Site/Origin).
+// requests addressed to a loopback name. Any other -addr needs a token:
+// EAIMQ_DLQ_TOKEN (one token, named EAIMQ_DLQ_TOKEN in the audit trail),
+// or EAIMQ_DLQ_TOKENS, a file of "name token" lines (# comments; readable
+// by its owner only; each token its own), so that the trail names the
+// person; both may be set. Tokens are at least 16 characters (else serve
+// exits 2). Every page and action then answers 401 unless the request
+// carries a token (Authorization: Bearer TOKEN, or the cookie the page's
+// login form sets); tokens are compared in constant time, and a wrong one
+// is logged (what, from where), never its value. -read-only shows no
+// action and refuses every one with 403, even a POST made by hand. The
+// store's location and the broker's password never reach the page, and
+// every field of a claim is escaped: a claim is untrusted input. A POST
+// from another site is refused (CSRF token, Sec-Fetch-Site/Origin).
+//
+// Browsing: every command takes claim.dead's messages with basic.consume,
+// a window at a time (basic.qos; at most 500, fewer for large bodies),
+// each unacked, and gives them all back when it ends (or dies): nothing is
+// consumed and nothing lost, and dlq holds at most a window in memory. The
+// broker holds every message a walk looked at until then, which on a large
+// DLQ costs it memory (docs/figures.md): use -limit there. On a quorum
+// claim.dead each walk also raises every dead letter's delivery count, and
+// RabbitMQ 4 drops one past the queue's delivery limit (20 unless set):
+// list, replay, purge and the page warn from half of that on.
 //
 // Selection: IDs, or -all, or the filters -status N (the last HTTP status
-// on record) and -reason R (the reason on record). Filters narrow IDs and
-// -all too; list and purge take them alone. The reasons are the store's
-// words: delivered, duplicate, retry, rejected, failed-twice (also spelled
+// on record; none: no status on record, no answer or no record at all)
+// and -reason R (the reason on record). Filters narrow IDs and -all too;
+// list and purge take them alone. The reasons are the store's words:
+// delivered, duplicate, retry, rejected, failed-twice (also spelled
 // transient), no-id, unexpected-status, unsendable, and unknown for a dead
-// letter the store has no record of (or no reason for).
+// letter the store has no record of (or no reason for); and crash-loop,
+// the broker's delivery_limit, whatever the record says.
 //
-// The store: replay and purge refuse to run (exit 74) when EAI_MQ_DB cannot
-// be opened or read, since without it every dead letter looks "unknown" and
-// -reason unknown would select them all; -no-store says there really is
-// none (then nothing can be selected by -status or a -reason other than
-// unknown, and replay cannot skip delivered claims). list and show go on
-// without it, with a warning. A failed lookup in an open store ends every
-// command with exit 74, and nothing more is done.
+// The store: replay, edit, purge and serve refuse to run (exit 74) when
+// EAI_MQ_DB cannot be opened or read, since without it every dead letter
+// looks "unknown" and -reason unknown would select them all; -no-store
+// says there really is none (then nothing can be selected by -status or a
+// -reason other than unknown and crash-loop, replay cannot skip delivered
+// claims, and there is no audit trail). list and show go on without it,
+// with a warning. A failed lookup in an open store ends every command with
+// exit 74, and nothing more is done.
 //
 // Flags:
 //
-//	-json            list, show: JSON instead of text
-//	-status N        select by the last HTTP status on record: 100-599 (0: any)
+//	-json            list, show, history: JSON instead of text
+//	-status N        select by the last HTTP status on record: 100-599, none (no status), 0 (any)
 //	-reason R        select by the reason on record (words above)
 //	-limit N         look at the first N dead letters only: 0 (all, the default) or more
 //	-all             replay, purge: every dead letter the filters select
 //	-force           replay: also claims recorded as delivered, and over -max-replays
 //	-max-replays N   replay, serve: refuse a dead letter replayed N times already: 1-1000 (default 5)
+//	-body FILE       edit: the new body from FILE (- for stdin), not an editor
 //	-yes             purge: really delete
-//	-no-store        read no store: there is none (replay, purge and serve need this to run without one)
-//	-addr HOST:PORT  serve: where to listen (default 127.0.0.1:8088); not loopback needs EAIMQ_DLQ_TOKEN
+//	-no-store        read no store: there is none (replay, edit, purge and serve need this to run without one)
+//	-addr HOST:PORT  serve: where to listen (default 127.0.0.1:8088); not loopback needs a token
 //	-read-only       serve: no action (retry, purge, edit), not even by a hand-made POST
 //	-refresh D       serve: the groups page reloads every D: 0 (never) or 1s to 1h (default 5s)
 //	-h, -help        print this manual on stdout and exit 0 (anywhere, as every flag)
@@ -146,32 +241,43 @@
 //	EAI_AMQP_CERT  PEM client certificate and its key, for a broker that
 //	EAI_AMQP_KEY   asks for one
 //	EAI_MQ_DB      the consumer's store (default /root/eaimw/mq/processed.db;
-//	               or its postgres:// URL)
-//	EAIMQ_DLQ_TOKEN  serve: the token every request needs (any -addr; required
-//	               for one other than loopback)
+//	               or its postgres:// URL); the audit trail is beside it
+//	EAIMQ_DLQ_TOKEN   serve: a token every request needs (any -addr; a token
+//	               is required for one other than loopback)
+//	EAIMQ_DLQ_TOKENS  serve: a file of "name token" lines, the same, by name
+//	VISUAL, EDITOR edit: the editor (a shell command; the file is its argument)
 //
 // Output: results go to stdout: list's table (and its last line, how many
 // were listed of how many looked at) or JSON lines; show's text or JSON
 // object; replay's "replayed ID" and "skipped ID: why" lines and its count
-// line; purge's "deleted ID" lines and "purged N dead letter(s)" (without
-// -yes, "would delete ID" lines); serve's "dlq: serving http://ADDR/"
-// line once it listens. Errors, warnings, IDs not found and dead
+// line; edit's replayed line and its Idempotency-Key; purge's "deleted
+// ID" lines and "purged N dead letter(s)" (without -yes, "would delete ID"
+// lines); history's entries; serve's "dlq: serving http://ADDR/" line once
+// it listens. Errors, warnings, IDs not found or naming several, and dead
 // letters not replayed (refused by -max-replays or by the broker) go to
 // stderr.
 //
 // Exit status:
 //
 //	0    done (for replay: every selected claim replayed, or skipped as
-//	     delivered or as replayed already in this run)
-//	1    a named ID is not in claim.dead (show, replay, purge -yes); or a
-//	     replay was refused, by -max-replays or by the broker (nack or
-//	     return), and that dead letter stays in claim.dead
+//	     delivered or as replayed already in this run; for edit: also a
+//	     body saved unchanged)
+//	1    a named ID is not in claim.dead, or is the claimId of several
+//	     dead letters (show, replay, edit, purge -yes); or a replay was
+//	     refused, by -max-replays or by the broker (nack or return), and
+//	     that dead letter stays in claim.dead; or edit's dead letter
+//	     changed or went meanwhile, or its editor failed; or history
+//	     has no entry for ID
 //	2    usage error, or purge without -yes; or an EAI_AMQP_URL that
 //	     cannot be used (unparsable, port out of range); or serve on an
-//	     address other than loopback without EAIMQ_DLQ_TOKEN
+//	     address other than loopback without a token, or a token file
+//	     that cannot be used
+//	65   edit: the new body is not a claim publish would send, or changes
+//	     the guid; nothing was replayed
 //	69   the broker cannot be reached
-//	74   the store cannot be opened or read (replay and purge; any command
-//	     when a lookup fails)
+//	74   the store cannot be opened or read (replay, edit, purge, serve;
+//	     any command when a lookup fails); or the audit trail cannot be
+//	     written (nothing was done), or could not record what was done
 //	75   replay: no confirm in time; the dead letters of that batch stay
 //	77   the broker refused the user or password
 //	78   claim.dead or eai.claim does not exist: run topology first; or

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"eaimq/internal/audit"
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlq"
@@ -35,18 +36,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	c.dlq.Edit.Stdin = os.Stdin
 	return execute(ctx, c, getenv, stdout, stderr)
 }
 
-// execute runs the command of c: it opens the store, dials the broker and
-// hands both to the engine.
+// acts says whether cmd changes claim.dead, and so writes the audit trail.
+func acts(c config) bool {
+	switch c.cmd {
+	case "replay", "edit", "serve":
+		return true
+	case "purge":
+		return c.dlq.Yes
+	}
+	return false
+}
+
+// execute runs the command of c: it opens the store and the audit trail,
+// dials the broker and hands them to the engine.
 func execute(ctx context.Context, c config, getenv func(string) string, stdout, stderr io.Writer) error {
+	c.dlq.Actor = dlq.Actor{Who: audit.OSUser(), Via: "dlq " + c.cmd}
+	c.dlq.Edit.Editor = dlq.Editor(getenv)
+	if c.cmd == "history" || (acts(c) && !c.noStore) {
+		trail, err := audit.Open(ctx, store.Path(getenv))
+		if err != nil {
+			return fail.Errorf(fail.IO, "%v\n  every replay, edit and purge is written to the audit trail; nothing was done", err)
+		}
+		defer trail.Close()
+		c.dlq.Audit = trail
+		if c.cmd == "history" {
+			return dlq.History(ctx, trail, c.dlq, stdout, stderr)
+		}
+	}
 	var st store.Store
 	if !c.noStore {
 		var err error
 		st, err = store.Open(store.Path(getenv), store.Options{ReadOnly: true})
 		switch {
-		case err != nil && (c.cmd == "replay" || c.cmd == "purge" || c.cmd == "serve"):
+		case err != nil && c.cmd != "list" && c.cmd != "show":
 			return fail.Errorf(fail.IO, "%v\n  %s reads the store to know what it selects and what was delivered; without it every dead letter\n"+
 				"  looks unknown. Set EAI_MQ_DB to the consumer's store, or add -no-store if there really is none; nothing was done", err, c.cmd)
 		case err != nil:
@@ -55,7 +81,6 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 			defer st.Close()
 		}
 	}
-
 	if c.cmd == "serve" {
 		return dlq.Serve(ctx, getenv, st, c.dlq, stdout, stderr)
 	}
@@ -79,6 +104,8 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		return dlq.Show(ctx, b, c.dlq, stdout)
 	case "replay":
 		return dlq.Replay(ctx, b, c.dlq, stdout, stderr)
+	case "edit":
+		return dlq.Edit(ctx, b, c.dlq, stdout, stderr)
 	default:
 		return dlq.Purge(ctx, b, c.dlq, stdout, stderr)
 	}

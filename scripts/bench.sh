@@ -50,6 +50,7 @@ bench 'ConsumerMetricsCost' ./consumer 6x
 bench 'ConsumerHistory' ./consumer "${rounds}x"
 $quick || bench 'ConsumerRSS' ./consumer 1x
 $quick || bench 'DLQListRSS' ./dlq 1x
+$quick || bench 'DLQServeGroups' ./dlq 1x
 bench 'ScaleOutPostgres' ./consumer "${rounds}x"
 bench 'StoreGrowth' ./internal/store 1x
 bench 'BeginFinish$' ./internal/store 3000x
@@ -133,6 +134,16 @@ figure "peak RSS of dlq list on 100,000 dead letters with their store records, M
 	"$(metric DLQListRSS DLQListRSS MiB-peak-RSS)" le 32 "$b DLQListRSS -benchtime 1x ./dlq"
 figure "dlq list RSS over 100,000 dead letters / over the first 10,000 (-limit), same run" \
 	"$(metric DLQListRSS DLQListRSS rss100k/rss10k)" le 1.10 "(the same)"
+figure "dlq list over 100,000 dead letters with their store records, seconds" \
+	"$(metric DLQListRSS DLQListRSS s/list)" le 10 "(the same)"
+figure "the broker's peak RSS during that list / its memory watermark (before: $(metric DLQListRSS DLQListRSS MiB-broker-before) MiB; peak $(metric DLQListRSS DLQListRSS MiB-broker-peak) MiB; during the first 10,000: $(metric DLQListRSS DLQListRSS MiB-broker-peak-at-10k) MiB)" \
+	"$(metric DLQListRSS DLQListRSS broker-peak/watermark)" le 1.0 "(the same)"
+figure "dlq serve's groups page over 100,000 dead letters, first load (a walk): time to first byte, s (Count again now: $(metric DLQServeGroups DLQServeGroups s-ttfb-count-again) s; dlq serve's peak RSS $(metric DLQServeGroups DLQServeGroups MiB-serve-RSS) MiB)" \
+	"$(metric DLQServeGroups DLQServeGroups s-ttfb-first)" - "" "$b DLQServeGroups -benchtime 1x ./dlq"
+figure "the same page reloaded (the groups kept, no walk): time to first byte, ms" \
+	"$(metric DLQServeGroups DLQServeGroups ms-ttfb-reload)" - "" "(the same)"
+figure "the broker's peak RSS during the page's first walk / its watermark ($(metric DLQServeGroups DLQServeGroups MiB-broker-peak) MiB)" \
+	"$(metric DLQServeGroups DLQServeGroups broker-peak/watermark)" - "" "(the same)"
 
 echo
 echo "| what | command | result | target | |"

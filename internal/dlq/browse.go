@@ -13,20 +13,20 @@ import (
 
 // Browser walks claim.dead without consuming it.
 //
-// AMQP 0-9-1 has no "peek": browsing takes each message unacked with
-// basic.get and gives it back. Nothing can be lost this way: a message
-// taken unacked stays the broker's until it is acked, and every message
-// not acked (all of them, for list and show) returns to claim.dead when
-// the channel closes, or when the process dies, since the broker requeues
-// a closed channel's unacked messages. What changes: the returned messages
-// carry redelivered=true, and a classic queue puts them back in their
-// original order ahead of anything published meanwhile.
+// AMQP 0-9-1 has no "peek": browsing takes each message unacked and gives
+// it back. Nothing can be lost this way: a message taken unacked stays the
+// broker's until it is acked, and every message not acked (all of them,
+// for list and show) returns to claim.dead when the channel closes, or
+// when the process dies, since the broker requeues a closed channel's
+// unacked messages. What changes: the returned messages carry
+// redelivered=true, and a classic queue puts them back in their original
+// order ahead of anything published meanwhile.
 //
-// basic.get is not limited by basic.qos, so the walk reaches every message,
-// and this process keeps none of them: each is printed (or acted on) and
-// dropped, only its delivery tag living on in the broker. Memory stays flat
-// for a 100,000-message DLQ; the broker holds the unacked set, which is its
-// job anyway.
+// The messages come through a source (basic.consume, a window at a time),
+// and this process keeps at most a window of them: each is printed (or
+// acted on) and dropped, only its delivery tag living on in the broker.
+// The broker holds the unacked set until the walk ends (docs/figures.md
+// has what that costs it).
 type Browser struct {
 	conn  *amqp.Connection // replay publishes its copies on another channel of it
 	ch    *amqp.Channel
@@ -35,6 +35,12 @@ type Browser struct {
 	// Set by walk: what claim.dead held when the walk started, how many
 	// it took, and the -limit it stopped at (0: none).
 	total, looked, limit int
+	// deliveries is the largest x-delivery-count the walk saw: a quorum
+	// claim.dead counts every look (quorumWarning).
+	deliveries int64
+	// version is the broker's, from the connection: RabbitMQ 4 drops a
+	// quorum queue's message past its delivery limit, 20 by default.
+	version string
 }
 
 // NewBrowser opens a channel on conn to walk claim.dead, reading what the
@@ -48,7 +54,8 @@ func NewBrowser(conn *amqp.Connection, st store.Store) (*Browser, error) {
 	if err != nil {
 		return nil, fail.Broker(err, topo.ErrMissing)
 	}
-	return &Browser{conn: conn, ch: ch, store: st}, nil
+	v, _ := conn.Properties["version"].(string)
+	return &Browser{conn: conn, ch: ch, store: st, version: v}, nil
 }
 
 // Close closes the walk's channel: the dead letters it took and did not
@@ -61,8 +68,11 @@ func (b *Browser) Close() error { return b.ch.Close() }
 // The bound is what keeps one run from meeting its own work again: a
 // claim replayed while a consumer runs can be rejected and dead-lettered
 // again within milliseconds, and it lands behind every message that was
-// there before. Walking "until basic.get finds nothing" would take it
+// there before. Walking "until claim.dead has nothing ready" would take it
 // again, and replay it again, for as long as the consumer keeps up.
+//
+// The messages are described a batch at a time (what the source has in
+// hand, at most a window): one read of the store for the batch's records.
 func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, error)) error {
 	q, err := b.ch.QueueDeclarePassive(topo.DeadQueue, true, false, false, false, nil)
 	if err != nil {
@@ -73,25 +83,31 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 	if limit > 0 && limit < n {
 		n = limit
 	}
+	src := &source{ch: b.ch}
 	for b.looked < n {
-		if ctx.Err() != nil {
-			return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s); the rest stay in claim.dead: %w", b.looked, ctx.Err())
-		}
-		d, ok, err := b.ch.Get(topo.DeadQueue, false /* autoAck: never */)
+		batch, err := src.next(ctx, min(n-b.looked, maxWindow))
 		if err != nil {
-			return fail.New(fail.Unavailable, fmt.Errorf("basic.get %s: %w", topo.DeadQueue, err))
+			if ctx.Err() != nil {
+				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s); the rest stay in claim.dead: %w", b.looked, ctx.Err())
+			}
+			return err
 		}
-		if !ok {
+		if len(batch) == 0 {
 			return nil // someone else took the rest
 		}
-		b.looked++
-		m, err := b.describe(ctx, d)
+		ms, err := b.describe(ctx, batch)
 		if err != nil {
 			return err
 		}
-		more, err := fn(m)
-		if err != nil || !more {
-			return err
+		for _, m := range ms {
+			if ctx.Err() != nil {
+				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s); the rest stay in claim.dead: %w", b.looked, ctx.Err())
+			}
+			b.looked++
+			more, err := fn(m)
+			if err != nil || !more {
+				return err
+			}
 		}
 	}
 	return nil

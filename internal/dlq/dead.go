@@ -15,26 +15,75 @@ import (
 // replayHeader counts how often a claim was replayed from the DLQ.
 const replayHeader = "x-eaimq-replays"
 
-// editHeader marks a copy whose body a person edited before it was replayed
-// (dlq serve's edit and retry): when and by what it was edited, and the
-// sha256 of the body it replaced, so that the claim's history stays
-// readable in the message itself.
+// editHeader marks a copy whose body a person edited before it was
+// replayed (dlq edit, dlq serve's edit and retry): when, by whom and
+// through what it was edited, the sha256 of the body it replaced, and the
+// new Idempotency-Key the consumer sends for it, so that the claim's
+// history stays readable in the message itself.
 const editHeader = "x-eaimq-edited"
+
+// deliveryLimit is the broker's x-death reason for a message a quorum
+// queue dead-lettered itself: delivered its delivery limit times without
+// an ack or a reject (RabbitMQ 4: 20 by default).
+const deliveryLimit = "delivery_limit"
 
 // dead is one message of claim.dead with what we know of it.
 type dead struct {
-	d         amqp.Delivery
-	Key       string // message_id, else the body's guid, else a body hash (claim.Key)
-	ClaimID   string
-	DeadAt    time.Time
-	FromQueue string
-	Broker    string // the broker's reason (x-death: rejected, expired, maxlen)
-	Count     int64  // x-death count
-	Replays   int64  // x-eaimq-replays
-	Rec       claim.Record
-	Known     bool // the store has a record of it
-	NoStore   bool // no store was read
+	d          amqp.Delivery
+	Key        string // message_id, else the body's guid, else a body hash (claim.Key)
+	ClaimID    string
+	DeadAt     time.Time
+	FromQueue  string
+	Broker     string // the broker's reason (x-death: rejected, delivery_limit, expired, maxlen)
+	Count      int64  // x-death count
+	HasDeath   bool   // it has an x-death header
+	Replays    int64  // x-eaimq-replays
+	Deliveries int64  // x-delivery-count: a quorum claim.dead counts every look
+	Edit       *Edited
+	Rec        claim.Record
+	Known      bool // the store has a record of it
+	NoStore    bool // no store was read
 }
+
+// Edited is the x-eaimq-edited header of a copy a person edited.
+type Edited struct {
+	At             time.Time `json:"at"`
+	By             string    `json:"by"`              // who: a token's name, or the OS user
+	Via            string    `json:"via"`             // what: dlq edit, dlq serve
+	PreviousSHA256 string    `json:"previous_sha256"` // of the body it replaced
+	IdempotencyKey string    `json:"idempotency_key"` // the key the consumer sends for this body ("" before it existed)
+}
+
+// MarshalJSON writes every field, null where there is none (the tags are
+// the names, for reading it back).
+func (e Edited) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		At             *time.Time `json:"at"`
+		By             *string    `json:"by"`
+		Via            *string    `json:"via"`
+		PreviousSHA256 *string    `json:"previous_sha256"`
+		IdempotencyKey *string    `json:"idempotency_key"`
+	}{nullTime(e.At), null(e.By), null(e.Via), null(e.PreviousSHA256), null(e.IdempotencyKey)})
+}
+
+// editOf reads the edit header; nil when the message was not edited.
+func editOf(h amqp.Table) *Edited {
+	t, ok := h[editHeader].(amqp.Table)
+	if !ok {
+		return nil
+	}
+	e := &Edited{}
+	e.At, _ = t["at"].(time.Time)
+	e.By, _ = t["by"].(string)
+	e.Via, _ = t["via"].(string)
+	e.PreviousSHA256, _ = t["previous_sha256"].(string)
+	e.IdempotencyKey, _ = t["idempotency_key"].(string)
+	return e
+}
+
+// crashLoop says whether the broker dead-lettered m itself for claim.in's
+// delivery limit: no consumer decided anything, and no partner refused it.
+func (m *dead) crashLoop() bool { return m.Broker == deliveryLimit }
 
 // reason is the reason on record: the value the consumer decided and the
 // store kept, read back, never worked out again from the HTTP status.
@@ -44,6 +93,20 @@ func (m *dead) reason() claim.Reason {
 	}
 	return m.Rec.Outcome.Reason
 }
+
+// word is the reason a person reads first: the reason on record, or
+// crash-loop for a dead letter the broker dead-lettered itself (whatever a
+// record of an unfinished try says, no consumer decided it).
+func (m *dead) word() string {
+	if m.crashLoop() {
+		return CrashLoopWord
+	}
+	return m.reason().String()
+}
+
+// CrashLoopWord is -reason's word for a dead letter of the broker's
+// delivery limit, and the page's group of them.
+const CrashLoopWord = "crash-loop"
 
 // sentence is the recorded decision in words: the store's dead_reason for
 // a dead record, else the store's sentence for the reason on record.
@@ -61,9 +124,25 @@ func (m *dead) sentence() string {
 	return "state " + string(m.Rec.State)
 }
 
+// crashSentence says what a delivery-limit dead letter is, in short (the
+// table's column) or in full.
+func (m *dead) crashSentence(full bool) string {
+	s := "delivered until " + orDash(m.FromQueue) + "'s delivery limit without an outcome (not the partner's answer)"
+	if !full {
+		return s
+	}
+	calls := "no store read"
+	if !m.NoStore {
+		calls = fmt.Sprintf("%d partner call(s) on record", m.Rec.Attempts)
+	}
+	return "the broker dead-lettered it: " + s + ": a consumer died or lost its connection with it each time; " + calls
+}
+
 // why is the reason and its sentence for a person.
 func (m *dead) why() string {
 	switch {
+	case m.crashLoop():
+		return CrashLoopWord + ": " + m.crashSentence(false)
 	case m.NoStore:
 		return "unknown (no store read)"
 	case !m.Known:
@@ -75,7 +154,7 @@ func (m *dead) why() string {
 // ourReason is the status (or error) and the sentence, as earlier
 // versions printed it (kept in the JSON rows as our_reason).
 func (m *dead) ourReason() string {
-	if !m.Known {
+	if !m.Known || m.crashLoop() {
 		return m.why()
 	}
 	r := m.sentence()
@@ -87,12 +166,39 @@ func (m *dead) ourReason() string {
 	return r
 }
 
-func (m *dead) edited() bool { _, ok := m.d.Headers[editHeader]; return ok }
+func (m *dead) edited() bool { return m.Edit != nil }
 
-// describe reads what a delivery of claim.dead says of itself (its key,
-// claimId, x-death and replay count) and what the store recorded of it.
-func (b *Browser) describe(ctx context.Context, d amqp.Delivery) (*dead, error) {
-	m := &dead{d: d, NoStore: b.store == nil}
+// describe reads what each delivery of claim.dead says of itself (its
+// key, claimId, x-death and replay count) and what the store recorded of
+// them, in one read of the store.
+func (b *Browser) describe(ctx context.Context, ds []amqp.Delivery) ([]*dead, error) {
+	ms := make([]*dead, len(ds))
+	keys := make([]string, len(ds))
+	for i, d := range ds {
+		ms[i] = parse(d, b.store == nil)
+		keys[i] = ms[i].Key
+		b.deliveries = max(b.deliveries, ms[i].Deliveries)
+	}
+	if b.store == nil {
+		return ms, nil
+	}
+	recs, err := b.store.Records(ctx, keys)
+	if err != nil {
+		// Guessing "unknown" here is what would let -reason unknown
+		// purge every dead letter of a broken store.
+		return nil, fail.Errorf(fail.IO, "read the records of %d dead letter(s) (the first %s) from the store %s: %w\n"+
+			"  nothing more was done (dead letters not acted on stay in claim.dead); add -no-store to go on without it",
+			len(keys), clip(esc(keys[0], false), fieldWidth), b.store.Path(), err)
+	}
+	for _, m := range ms {
+		m.Rec, m.Known = recs[m.Key]
+	}
+	return ms, nil
+}
+
+// parse is what a delivery says of itself.
+func parse(d amqp.Delivery, noStore bool) *dead {
+	m := &dead{d: d, NoStore: noStore}
 	var peek struct {
 		ClaimID string `json:"claimId"`
 		Guid    string `json:"guid"`
@@ -107,27 +213,23 @@ func (b *Browser) describe(ctx context.Context, d amqp.Delivery) (*dead, error) 
 			m.Broker, _ = t["reason"].(string)
 			m.Count, _ = t["count"].(int64)
 			m.DeadAt, _ = t["time"].(time.Time)
+			m.HasDeath = true
 		}
 	}
-	m.Replays = Replays(d.Headers)
-	if b.store != nil {
-		rec, found, err := b.store.Get(ctx, m.Key)
-		if err != nil {
-			// Guessing "unknown" here is what would let -reason unknown
-			// purge every dead letter of a broken store.
-			return nil, fail.Errorf(fail.IO, "read the record of %s from the store %s: %w\n"+
-				"  nothing more was done (dead letters not acted on stay in claim.dead); add -no-store to go on without it",
-				clip(esc(m.Key, false), fieldWidth), b.store.Path(), err)
-		}
-		m.Rec, m.Known = rec, found
-	}
-	return m, nil
+	m.Replays = headerInt(d.Headers, replayHeader)
+	m.Deliveries = headerInt(d.Headers, "x-delivery-count")
+	m.Edit = editOf(d.Headers)
+	return m
 }
 
 // Replays reads a message's x-eaimq-replays, how often it was replayed
 // from the DLQ, whatever integer type a publisher gave it.
-func Replays(h amqp.Table) int64 {
-	switch v := h[replayHeader].(type) {
+func Replays(h amqp.Table) int64 { return headerInt(h, replayHeader) }
+
+// headerInt reads an integer header, whatever integer type a publisher (or
+// the broker) gave it; 0 when there is none.
+func headerInt(h amqp.Table, name string) int64 {
+	switch v := h[name].(type) {
 	case int64:
 		return v
 	case int32:

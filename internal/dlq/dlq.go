@@ -15,8 +15,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"eaimq/internal/audit"
 	"eaimq/internal/broker"
 	"eaimq/internal/claim"
+	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
 )
 
@@ -27,12 +29,14 @@ const DefaultMaxReplays = 5
 // Config is what a command acts on, and how.
 type Config struct {
 	// The selection. IDs name dead letters by message_id (or, for one
-	// that had none, its guid or sha256: key); none selects every one.
-	// Status (0: any) and Reason (when ByReason) narrow it by the record.
-	IDs      []string
-	Status   int
-	Reason   claim.Reason
-	ByReason bool
+	// that had none, its guid or sha256: key), or by a claimId that is one
+	// dead letter's; none selects every one. Status (0: any; StatusNone:
+	// none on record), Reason (when ByReason) and CrashLoop narrow it.
+	IDs       []string
+	Status    int
+	Reason    claim.Reason
+	ByReason  bool
+	CrashLoop bool // -reason crash-loop: the broker's delivery limit dead-lettered it
 
 	Limit      int  // look at the first Limit dead letters only (0: all)
 	JSON       bool // list, show: JSON instead of text
@@ -40,16 +44,23 @@ type Config struct {
 	MaxReplays int  // replay, serve: refuse a dead letter replayed this often already
 	Yes        bool // purge: really delete (without, only name them)
 
+	// The audit trail of replay, edit, purge and serve (nil: none, with
+	// -no-store), and who acts.
+	Audit audit.Trail
+	Actor Actor
+
+	Edit EditSource // edit: where the new body comes from
+
 	Page  Page // serve
 	Hooks Hooks
 }
 
 // Page is dlq serve's web page: where it listens and what it allows.
 type Page struct {
-	Addr     string        // host:port; not loopback needs Token
-	Token    string        // EAIMQ_DLQ_TOKEN
-	ReadOnly bool          // no action, not even by a hand-made POST
-	Refresh  time.Duration // the groups page reloads this often (0: never)
+	Addr     string         // host:port; not loopback needs Tokens
+	Tokens   []dlqweb.Token // EAIMQ_DLQ_TOKEN and EAIMQ_DLQ_TOKENS
+	ReadOnly bool           // no action, not even by a hand-made POST
+	Refresh  time.Duration  // the groups page reloads this often (0: never)
 }
 
 // Hooks are for tests.

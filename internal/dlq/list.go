@@ -1,79 +1,149 @@
 package dlq
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
+
+	"eaimq/internal/fail"
 )
 
-// Row is the JSON form of one dead letter: one line of list -json, and the
-// first fields of show -json.
+// Row is one dead letter as list -json prints it (one line each) and as
+// show -json begins. Its JSON has every field on every row, null where
+// there is none (Go's zero values stand for those here; MarshalJSON
+// writes them as null), so that a script can read any field of any row.
 type Row struct {
-	MessageID  string    `json:"message_id"`
-	ClaimID    string    `json:"claim_id,omitempty"`
-	DeadAt     time.Time `json:"dead_lettered_at,omitzero"`
-	FromQueue  string    `json:"from_queue,omitempty"`
-	Broker     string    `json:"broker_reason,omitempty"`
-	Count      int64     `json:"broker_count"`
-	Reason     string    `json:"reason"`      // the reason's word, as recorded
-	DeadReason string    `json:"dead_reason"` // the recorded sentence
-	Recorded   bool      `json:"recorded"`    // the store has a record
-	State      string    `json:"state,omitempty"`
-	Status     int       `json:"status,omitempty"`
-	Excerpt    string    `json:"excerpt,omitempty"`
-	Attempts   int       `json:"attempts"`
-	OurReason  string    `json:"our_reason"`
-	Replays    int64     `json:"replays,omitempty"`
+	MessageID  string    // the key: message_id, else guid, else sha256:
+	ClaimID    string    // the body's claimId
+	DeadAt     time.Time // x-death time
+	FromQueue  string    // x-death queue
+	Broker     string    // x-death reason: rejected, delivery_limit, expired, maxlen
+	Count      int64     // x-death count (with Broker)
+	CrashLoop  bool      // Broker is delivery_limit
+	Reason     string    // the reason on record, as its word ("unknown" without one)
+	DeadReason string    // the recorded sentence
+	Recorded   bool      // the store has a record
+	State      string
+	Status     int    // the partner's last HTTP status (0: none)
+	Excerpt    string // the partner's last answer, or the error when there was none
+	Attempts   int    // partner calls on record (with Recorded)
+	OurReason  string // for people: status or error, and the sentence
+	Replays    int64  // x-eaimq-replays
+	Deliveries int64  // x-delivery-count, when claim.dead is a quorum queue (HasDeliveries)
+	Edit       *Edited
+
+	hasDeath, hasDeliveries bool
+}
+
+// rowJSON is Row's one shape (docs: dlq's manual).
+type rowJSON struct {
+	MessageID  string     `json:"message_id"`
+	ClaimID    *string    `json:"claim_id"`
+	DeadAt     *time.Time `json:"dead_lettered_at"`
+	FromQueue  *string    `json:"from_queue"`
+	Broker     *string    `json:"broker_reason"`
+	Count      *int64     `json:"broker_count"`
+	CrashLoop  bool       `json:"crash_loop"`
+	Reason     string     `json:"reason"`
+	DeadReason *string    `json:"dead_reason"`
+	Recorded   bool       `json:"recorded"`
+	State      *string    `json:"state"`
+	Status     *int       `json:"status"`
+	Excerpt    *string    `json:"excerpt"`
+	Attempts   *int       `json:"attempts"`
+	OurReason  string     `json:"our_reason"`
+	Replays    int64      `json:"replays"`
+	Deliveries *int64     `json:"deliveries"`
+	Edit       *Edited    `json:"edit"`
+}
+
+// MarshalJSON writes every field, null where there is none.
+func (r Row) MarshalJSON() ([]byte, error) {
+	j := rowJSON{MessageID: r.MessageID, ClaimID: null(r.ClaimID), DeadAt: nullTime(r.DeadAt), FromQueue: null(r.FromQueue),
+		Broker: null(r.Broker), CrashLoop: r.CrashLoop, Reason: r.Reason, DeadReason: null(r.DeadReason), Recorded: r.Recorded,
+		State: null(r.State), Excerpt: null(r.Excerpt), OurReason: r.OurReason, Replays: r.Replays, Edit: r.Edit}
+	if r.hasDeath {
+		j.Count = &r.Count
+	}
+	if r.hasDeliveries {
+		j.Deliveries = &r.Deliveries
+	}
+	if r.Recorded {
+		j.Attempts = &r.Attempts
+	}
+	if r.Status != 0 {
+		j.Status = &r.Status
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a row MarshalJSON wrote (a null is the zero value).
+func (r *Row) UnmarshalJSON(b []byte) error {
+	var j rowJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*r = Row{MessageID: j.MessageID, ClaimID: deref(j.ClaimID), DeadAt: deref(j.DeadAt), FromQueue: deref(j.FromQueue),
+		Broker: deref(j.Broker), Count: deref(j.Count), CrashLoop: j.CrashLoop, Reason: j.Reason, DeadReason: deref(j.DeadReason),
+		Recorded: j.Recorded, State: deref(j.State), Status: deref(j.Status), Excerpt: deref(j.Excerpt), Attempts: deref(j.Attempts),
+		OurReason: j.OurReason, Replays: j.Replays, Deliveries: deref(j.Deliveries), Edit: j.Edit,
+		hasDeath: j.Count != nil, hasDeliveries: j.Deliveries != nil}
+	return nil
+}
+
+func deref[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
 }
 
 func toRow(m *dead) Row {
 	r := Row{MessageID: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, FromQueue: m.FromQueue, Broker: m.Broker,
-		Count: m.Count, Reason: m.reason().String(), DeadReason: m.sentence(), Recorded: m.Known,
-		OurReason: m.ourReason(), Replays: m.Replays}
+		Count: m.Count, CrashLoop: m.crashLoop(), Reason: m.reason().String(), DeadReason: m.sentence(), Recorded: m.Known,
+		OurReason: m.ourReason(), Replays: m.Replays, Deliveries: m.Deliveries, Edit: m.Edit,
+		hasDeath: m.HasDeath, hasDeliveries: hasHeader(m, "x-delivery-count")}
 	if m.Known {
 		r.State, r.Status, r.Excerpt, r.Attempts = string(m.Rec.State), m.Rec.LastStatus, m.Rec.LastError, m.Rec.Attempts
 	}
 	return r
 }
 
-const tableFormat = "%-38s %-14s %-19s %-9s %-14s %-8s %s\n"
+func hasHeader(m *dead, name string) bool { _, ok := m.d.Headers[name]; return ok }
+
+// The table's columns: their widths, and the heading.
+const tableFormat = "%-38s %-14s %-19s %-9s %-17s %-5s %-6s %-32s %s\n"
+
+var tableHead = []any{"MESSAGE_ID", "CLAIM_ID", "DEAD-LETTERED (UTC)", "FROM", "BROKER", "CALLS", "STATUS", "ANSWER", "REASON"}
 
 // List prints the selected dead letters on w, as a table or (c.JSON) one
 // JSON object a line, and consumes nothing.
-func List(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error {
+func List(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) error {
+	// Buffered: 100,000 rows are 100,000 writes to a terminal or a pipe
+	// otherwise. Flushed before anything goes to stderr, so that the two
+	// stay in order on a terminal.
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	defer w.Flush()
 	f := newFilter(c)
 	n := 0
 	if !c.JSON {
-		fmt.Fprintf(w, tableFormat, "MESSAGE_ID", "CLAIM_ID", "DEAD-LETTERED (UTC)", "FROM", "BROKER", "ATTEMPTS", "REASON")
+		fmt.Fprintf(w, tableFormat, tableHead...)
 	}
 	err := b.walk(ctx, c.Limit, func(m *dead) (bool, error) {
 		if !f.selects(m) {
 			return true, nil
 		}
 		n++
-		r := toRow(m)
 		if c.JSON {
-			return true, writeJSON(w, r)
+			return true, writeJSON(w, toRow(m))
 		}
-		when := "-"
-		if !r.DeadAt.IsZero() {
-			when = r.DeadAt.UTC().Format("2006-01-02 15:04:05")
-		}
-		from, brk := r.FromQueue, "-"
-		if r.Broker != "" || r.Count != 0 {
-			brk = fmt.Sprintf("%s x%d", r.Broker, r.Count)
-		}
-		if from == "" {
-			from = "-"
-		}
-		attempts := "-"
-		if m.Known {
-			attempts = strconv.Itoa(r.Attempts)
-		}
-		fmt.Fprintf(w, tableFormat, cell(r.MessageID, 38), cell(r.ClaimID, 14), when,
-			cell(from, 9), cell(brk, 14), attempts, cell(m.why(), 100))
+		writeTableRow(w, m)
 		return true, nil
 	})
 	if err != nil {
@@ -83,11 +153,86 @@ func List(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error 
 	if u := b.unlooked(); u > 0 {
 		more = fmt.Sprintf("; %d more in claim.dead not looked at (-limit %d)", u, c.Limit)
 		if c.JSON {
+			w.Flush()
 			fmt.Fprintf(stderr, "dlq: %d more dead letter(s) in claim.dead not looked at (-limit %d)\n", u, c.Limit)
 		}
 	}
 	if !c.JSON {
 		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s; claim.dead keeps them all\n", n, b.looked, more)
 	}
+	if err := w.Flush(); err != nil {
+		return fail.New(fail.IO, err)
+	}
+	quorumWarning(b, stderr)
 	return nil
+}
+
+// writeTableRow is one line of list's table: every field from the message
+// or the partner escaped and clipped to its column.
+func writeTableRow(w io.Writer, m *dead) {
+	when := "-"
+	if !m.DeadAt.IsZero() {
+		when = m.DeadAt.UTC().Format("2006-01-02 15:04:05")
+	}
+	brk := "-"
+	if m.HasDeath {
+		brk = orDash(m.Broker)
+		if m.Count > 1 {
+			brk += fmt.Sprintf(" x%d", m.Count)
+		}
+	}
+	calls, status, answer := "-", "-", "-"
+	if m.Known {
+		calls = strconv.Itoa(m.Rec.Attempts)
+		if m.Rec.LastStatus != 0 {
+			status = strconv.Itoa(m.Rec.LastStatus)
+		}
+		if m.Rec.LastError != "" {
+			answer = answerOf(m.Rec.LastError)
+		}
+	}
+	fmt.Fprintf(w, tableFormat, cell(m.Key, 38), cell(orDash(m.ClaimID), 14), when, cell(orDash(m.FromQueue), 9),
+		cell(brk, 17), calls, status, cell(answer, 32), cell(m.why(), 100))
+}
+
+// answerOf is what a person reads first of the partner's answer: the
+// message of a JSON error body ({"error": "documents missing"}), else the
+// answer as it is.
+func answerOf(s string) string {
+	if !strings.HasPrefix(s, "{") {
+		return s
+	}
+	var body struct{ Error, Message, Detail, Title, Reason any }
+	if json.Unmarshal([]byte(s), &body) == nil {
+		for _, v := range []any{body.Error, body.Message, body.Detail, body.Title, body.Reason} {
+			if v, ok := v.(string); ok && v != "" {
+				return v
+			}
+		}
+	}
+	return s
+}
+
+// quorumWarning warns, after a walk, when claim.dead counts the walks: a
+// quorum queue raises a message's x-delivery-count each time a walk gives
+// it back, and RabbitMQ 4 drops (claim.dead has no dead-letter exchange) a
+// message past the queue's delivery limit, 20 by default.
+func quorumWarning(b *Browser, w io.Writer) {
+	if b.deliveries < quorumWarnAt || !atLeast4(b.version) {
+		return
+	}
+	fmt.Fprintf(w, "dlq: warning: claim.dead is a quorum queue and a dead letter in it has been delivered %d times: "+
+		"every walk (list, show, replay, purge, a page of dlq serve) counts one, and RabbitMQ %s drops a message past the "+
+		"queue's delivery limit (20 unless set). Set claim.dead's delivery limit to -1 (unlimited: a policy with "+
+		"\"delivery-limit\": -1), and replay or purge what is there\n", b.deliveries, b.version)
+}
+
+// quorumWarnAt is the delivery count that warns: half the default limit.
+const quorumWarnAt = 10
+
+// atLeast4 says whether a RabbitMQ version string is 4.0 or later.
+func atLeast4(v string) bool {
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	return err == nil && n >= 4
 }

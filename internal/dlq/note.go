@@ -11,6 +11,7 @@ const (
 	noteAgain                     // skipped: replayed once already in this run
 	noteCapped                    // refused: over -max-replays
 	noteRefused                   // refused by the broker (nack or return)
+	noteChanged                   // refused: an edit of a body that is not the dead letter's any more
 )
 
 // note is one line of replay's report. The CLI prints it, dlq serve shows
@@ -27,11 +28,18 @@ func (n note) text() string {
 	case noteReplayed:
 		return "replayed " + k
 	case noteDelivered:
-		return "skipped " + k + ": the store records it as delivered (-force replays it anyway)"
+		// The partner has this claim: the dead copy is stale, and the
+		// safe way out of the DLQ for it is purge, not -force (which
+		// calls the partner with it again).
+		return "skipped " + k + ": the store records it as delivered, so this dead copy is stale; delete it with: dlq -yes purge " + shellWord(n.key)
 	case noteAgain:
 		return "skipped " + k + ": replayed once already in this run; this copy stays in claim.dead"
 	case noteCapped:
-		return k + ": not replayed: " + n.detail + "; it stays in claim.dead. Fix the claim or the partner, then -force"
+		return k + ": not replayed: " + n.detail + "; it stays in claim.dead. Fix the claim (dlq edit " + shellWord(n.key) +
+			"), or fix the partner and replay it with -force"
+	case noteChanged:
+		return k + ": not replayed: its dead letter changed since it was read for the edit (replayed, edited or purged " +
+			"meanwhile); it stays as it is. Run dlq show " + shellWord(n.key) + " and edit again"
 	case noteRefused:
 		return k + ": not replayed: " + n.detail + ". It stays in claim.dead"
 	}
@@ -40,7 +48,9 @@ func (n note) text() string {
 
 // failed says whether the note goes to stderr (the CLI) and counts as a
 // refusal (exit 1, the page's "refused").
-func (n note) failed() bool { return n.kind == noteCapped || n.kind == noteRefused }
+func (n note) failed() bool {
+	return n.kind == noteCapped || n.kind == noteRefused || n.kind == noteChanged
+}
 
 // tally counts what replay did.
 type tally struct {
@@ -57,7 +67,7 @@ func (t *tally) add(n note) {
 		t.again++
 	case noteCapped:
 		t.capped++
-	case noteRefused:
+	case noteRefused, noteChanged:
 		t.refused++
 	}
 }

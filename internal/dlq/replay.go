@@ -2,8 +2,6 @@ package dlq
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -31,17 +29,34 @@ type rules struct {
 
 // edit is a body a person fixed, already checked as publish checks a claim.
 type edit struct {
-	body []byte
-	guid string // its guid: the message_id of a copy whose dead letter had none
-	by   string // what edited it, for the header
+	body  []byte
+	guid  string // its guid: the message_id of a copy whose dead letter had none
+	actor Actor  // who edited it and through what, for the header
+	// previous is the sha256 of the body that was edited ("": not
+	// known): a dead letter whose body is another now is not replaced.
+	previous string
+}
+
+// copyID is the message_id of a dead letter's copy: its own, or for one
+// that had none, the edited body's guid (as publish sets it).
+func copyID(messageID string, e *edit) string {
+	if messageID == "" && e != nil {
+		return e.guid
+	}
+	return messageID
 }
 
 // Replay is the command: replayDead, each note printed as it comes (a
-// refusal on stderr), then the count. A refusal or a named ID not in
-// claim.dead is a failure.
+// refusal on stderr), then the count, and the audit entry. A refusal or a
+// named ID not in claim.dead is a failure.
 func Replay(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) error {
+	rec, err := begin(ctx, c.Audit, c.Actor, "replay", target(c), stderr)
+	if err != nil {
+		return err
+	}
 	f := newFilter(c)
 	t, err := replayDead(ctx, b, f.selection(), rules{force: c.Force, maxReplays: c.MaxReplays, hooks: c.Hooks}, func(n note) {
+		rec.note(n)
 		if n.failed() {
 			fmt.Fprintf(stderr, "dlq: %s\n", n.text())
 		} else {
@@ -49,12 +64,17 @@ func Replay(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer)
 		}
 	})
 	fmt.Fprintf(stdout, "dlq: %s\n", t)
+	quorumWarning(b, stderr)
 	if err != nil {
-		return err
+		return rec.end(ctx, err)
 	}
 	missing := f.missing(stderr, b)
+	f.unnamedTo(rec)
+	if err := rec.end(ctx, nil); err != nil {
+		return err
+	}
 	if t.refused+t.capped+missing > 0 {
-		return fail.Errorf(fail.Failed, "%d over -max-replays, %d refused by the broker, %d named ID(s) not in claim.dead", t.capped, t.refused, missing)
+		return fail.Errorf(fail.Failed, "%d over -max-replays, %d refused by the broker, %d named ID(s) naming no single dead letter", t.capped, t.refused, missing)
 	}
 	return nil
 }
@@ -89,6 +109,11 @@ func replayDead(ctx context.Context, b *Browser, sel selection, r rules, tell fu
 		}
 		return true, rp.take(ctx, m)
 	})
+	for _, m := range sel.after() {
+		if err == nil {
+			err = rp.take(ctx, m)
+		}
+	}
 	if err == nil {
 		err = rp.flush(ctx)
 	}
@@ -118,6 +143,9 @@ func (rp *replayer) take(ctx context.Context, m *dead) error {
 		return nil
 	case m.Known && m.Rec.Delivered() && !rp.force:
 		rp.report(note{noteDelivered, m.Key, ""})
+		return nil
+	case rp.edit != nil && rp.edit.previous != "" && sha256hex(m.d.Body) != rp.edit.previous:
+		rp.report(note{noteChanged, m.Key, ""})
 		return nil
 	case m.Replays >= int64(rp.maxReplays) && !rp.force && rp.edit == nil:
 		// An edited claim is the fix this limit asks for.
@@ -193,18 +221,16 @@ func copyOf(m *dead, e *edit) amqp.Publishing {
 	}
 	headers[replayHeader] = m.Replays + 1
 	body := d.Body
+	id := copyID(d.MessageId, e)
 	if e != nil {
-		sum := sha256.Sum256(d.Body)
 		headers[editHeader] = amqp.Table{
 			"at":              time.Now().UTC().Truncate(time.Second),
-			"by":              e.by,
-			"previous_sha256": hex.EncodeToString(sum[:]),
+			"by":              e.actor.Who,
+			"via":             e.actor.Via,
+			"previous_sha256": sha256hex(d.Body),
+			"idempotency_key": IdempotencyKey(id, e.body),
 		}
 		body = e.body
-	}
-	id := d.MessageId
-	if id == "" && e != nil {
-		id = e.guid // as publish sets it
 	}
 	return amqp.Publishing{
 		Headers:       headers,

@@ -1,18 +1,69 @@
 package dlq
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 )
+
+// StatusNone is Config.Status for -status none: the dead letters with no
+// HTTP status on record (no answer at all, or no record).
+const StatusNone = -1
+
+// StatusFlag is -status as a flag.Value: an HTTP status, none
+// (StatusNone), or 0 (any); the range is the program's to check.
+type StatusFlag struct{ V *int }
+
+func (s StatusFlag) String() string {
+	switch {
+	case s.V == nil:
+		return "0"
+	case *s.V == StatusNone:
+		return "none"
+	}
+	return strconv.Itoa(*s.V)
+}
+
+func (s StatusFlag) Set(v string) error {
+	if v == "none" {
+		*s.V = StatusNone
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return errors.New("parse error")
+	}
+	*s.V = n
+	return nil
+}
+
+// maxCandidates is how many dead letters with one claimId an ambiguous ID
+// lists.
+const maxCandidates = 10
 
 // filter is what one command selects: Config's IDs and filters, and which
 // of the IDs some dead letter answered to.
+//
+// An ID names a dead letter by its key or message_id; an ID that names
+// none that way and is the claimId of exactly one dead letter names that
+// one. Which is known only when the walk has seen every dead letter, so the
+// claimId matches are kept aside (candidates) and taken at the end
+// (resolved); one that is the claimId of several names none of them, and
+// missing lists them.
 type filter struct {
 	Config
-	found map[string]bool
+	found      map[string]bool    // the IDs a dead letter answered to
+	candidates map[string][]*dead // by ID: dead letters whose claimId it is, the first maxCandidates
+	counts     map[string]int     // by ID: how many dead letters have it as claimId
 }
 
-func newFilter(c Config) *filter { return &filter{Config: c, found: map[string]bool{}} }
+func newFilter(c Config) *filter {
+	return &filter{Config: c, found: map[string]bool{}, candidates: map[string][]*dead{}, counts: map[string]int{}}
+}
 
 // selects says whether m is selected by IDs and the filters, and notes
 // which named ID it answers to.
@@ -25,39 +76,144 @@ func (f *filter) selects(m *dead) bool {
 			}
 		}
 		if !named {
+			f.notice(m)
 			return false
 		}
 	}
-	if f.Status != 0 && (!m.Known || m.Rec.LastStatus != f.Status) {
-		return false
+	return f.passes(m)
+}
+
+// notice keeps m aside when an ID is its claimId (and the filters pass it).
+func (f *filter) notice(m *dead) {
+	if m.ClaimID == "" || !f.passes(m) {
+		return
 	}
-	if f.ByReason && m.reason() != f.Reason {
+	for i, id := range f.IDs {
+		if id != m.ClaimID || slices.Index(f.IDs, id) != i {
+			continue // another ID, or the same ID named twice
+		}
+		f.counts[id]++
+		if len(f.candidates[id]) < maxCandidates {
+			f.candidates[id] = append(f.candidates[id], m)
+		}
+	}
+}
+
+// passes applies the filters (-status, -reason) to m.
+func (f *filter) passes(m *dead) bool {
+	switch {
+	case f.Status == StatusNone && m.Known && m.Rec.LastStatus != 0:
+		return false
+	case f.Status > 0 && (!m.Known || m.Rec.LastStatus != f.Status):
+		return false
+	case f.CrashLoop && !m.crashLoop():
+		return false
+	case f.ByReason && m.reason() != f.Reason:
 		return false
 	}
 	return true
 }
 
-// missing reports the named IDs no dead letter answered to, on w, and
-// returns their number.
-func (f *filter) missing(w io.Writer, b *Browser) int {
-	n := 0
+// resolved returns, once the walk has ended, the dead letters named only
+// by their claimId: one for each ID that no key or message_id answered to
+// and that is the claimId of exactly one dead letter.
+func (f *filter) resolved() []*dead {
+	var out []*dead
 	for _, id := range f.IDs {
-		if !f.found[id] {
-			n++
-			fmt.Fprintf(w, "dlq: no dead letter with id %q in claim.dead%s\n", clip(esc(id, false), fieldWidth), b.beyond())
+		if f.found[id] || f.counts[id] != 1 {
+			continue
 		}
+		f.found[id] = true
+		out = append(out, f.candidates[id][0])
 	}
-	return n
+	return out
+}
+
+// missing reports the named IDs no dead letter answered to, and those that
+// are the claimId of several, on w; it returns their number.
+func (f *filter) missing(w io.Writer, b *Browser) int {
+	blocks := f.unnamed(b)
+	for _, s := range blocks {
+		fmt.Fprintf(w, "dlq: %s\n", s)
+	}
+	return len(blocks)
+}
+
+// unnamed says, for each named ID that names no dead letter, why: none
+// answers to it, or it is the claimId of several (listed).
+func (f *filter) unnamed(b *Browser) []string {
+	var out []string
+	for i, id := range f.IDs {
+		if f.found[id] || slices.Index(f.IDs, id) != i {
+			continue
+		}
+		c := f.counts[id]
+		if c <= 1 {
+			out = append(out, fmt.Sprintf("no dead letter with id or claimId %q in claim.dead%s", clip(esc(id, false), fieldWidth), b.beyond()))
+			continue
+		}
+		var s strings.Builder
+		fmt.Fprintf(&s, "%q is the claimId of %d dead letters%s; name one by its message_id:", field(id), c, b.beyond())
+		for _, m := range f.candidates[id] {
+			fmt.Fprintf(&s, "\n  %s", candidateLine(m))
+		}
+		if c > len(f.candidates[id]) {
+			fmt.Fprintf(&s, "\n  ... and %d more (dlq list shows them all)", c-len(f.candidates[id]))
+		}
+		out = append(out, s.String())
+	}
+	return out
+}
+
+// unnamedTo puts the IDs that named no single dead letter in the audit
+// entry as not done.
+func (f *filter) unnamedTo(r *record) {
+	for i, id := range f.IDs {
+		if f.found[id] || slices.Index(f.IDs, id) != i {
+			continue
+		}
+		why := "not in claim.dead"
+		if c := f.counts[id]; c > 1 {
+			why = fmt.Sprintf("the claimId of %d dead letters", c)
+		}
+		r.notDone(id, why)
+	}
+}
+
+// candidateLine is one of several dead letters with one claimId.
+func candidateLine(m *dead) string {
+	when := "-"
+	if !m.DeadAt.IsZero() {
+		when = m.DeadAt.UTC().Format(time.DateTime)
+	}
+	parts := []string{field(m.Key), "dead-lettered " + when, m.word()}
+	if m.Known && m.Rec.LastStatus != 0 {
+		parts = append(parts, fmt.Sprint(m.Rec.LastStatus))
+	}
+	if m.edited() {
+		parts = append(parts, "edited")
+	}
+	return strings.Join(parts, "  ")
 }
 
 // selection is what one replay or purge acts on: the dead letters of a
-// walk of at most limit (0: all) that selects accepts.
+// walk of at most limit (0: all) that selects accepts, and at its end
+// those resolved returns (nil: none).
 type selection struct {
-	limit   int
-	selects func(*dead) bool
+	limit    int
+	selects  func(*dead) bool
+	resolved func() []*dead
 }
 
-func (f *filter) selection() selection { return selection{f.Limit, f.selects} }
+func (f *filter) selection() selection { return selection{f.Limit, f.selects, f.resolved} }
+
+// after is what the selection adds at the end of the walk.
+func (s selection) after() []*dead {
+	if s.resolved == nil {
+		return nil
+	}
+	return s.resolved()
+}
 
 // named selects the dead letter id, as the command line's IDs do.
 func named(id string) func(*dead) bool {

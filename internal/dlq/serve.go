@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"eaimq/internal/broker"
 	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
 	"eaimq/internal/store"
@@ -18,9 +19,9 @@ import (
 // backed by the functions the other commands run. Its status lines go to
 // stdout, the page's errors to stderr.
 func Serve(ctx context.Context, getenv func(string) string, st store.Store, c Config, stdout, stderr io.Writer) error {
-	w := &web{getenv: getenv, st: st, c: c}
-	cfg := dlqweb.Config{Addr: c.Page.Addr, Token: c.Page.Token, ReadOnly: c.Page.ReadOnly, Refresh: c.Page.Refresh,
-		Backend: w, Clean: w.clean, Log: stderr}
+	w := &web{getenv: getenv, st: st, trail: c.Audit, c: c, log: stderr}
+	cfg := dlqweb.Config{Addr: c.Page.Addr, Tokens: c.Page.Tokens, ReadOnly: c.Page.ReadOnly, Refresh: c.Page.Refresh,
+		Banner: bannerOf(broker.URL(getenv)), Backend: w, Clean: w.clean, Log: stderr}
 	h, err := dlqweb.New(cfg)
 	if err != nil {
 		return fail.Errorf(fail.Usage, "%v", err)

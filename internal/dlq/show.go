@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -11,17 +12,51 @@ import (
 )
 
 // shown is the JSON form of show: the row, the properties, the headers,
-// the attempt log and the body.
+// the attempt log and the body, every field on every dead letter (null
+// where there is none).
 type shown struct {
 	Row
-	ContentType  string         `json:"content_type,omitempty"`
-	DeliveryMode uint8          `json:"delivery_mode"`
-	Timestamp    time.Time      `json:"timestamp,omitzero"`
-	AppID        string         `json:"app_id,omitempty"`
-	Headers      map[string]any `json:"headers,omitempty"`
-	History      []AttemptRow   `json:"history"`
-	Body         string         `json:"body,omitempty"`
-	BodyBase64   []byte         `json:"body_base64,omitempty"` // a body that is not UTF-8
+	ContentType  string
+	DeliveryMode uint8
+	Timestamp    time.Time
+	AppID        string
+	Headers      map[string]any
+	History      []AttemptRow
+	Body         []byte
+}
+
+// MarshalJSON writes the row's fields, then show's own.
+func (s shown) MarshalJSON() ([]byte, error) {
+	row, err := json.Marshal(s.Row)
+	if err != nil {
+		return nil, err
+	}
+	own := struct {
+		ContentType  *string        `json:"content_type"`
+		DeliveryMode uint8          `json:"delivery_mode"`
+		Timestamp    *time.Time     `json:"timestamp"`
+		AppID        *string        `json:"app_id"`
+		Headers      map[string]any `json:"headers"`
+		History      []AttemptRow   `json:"history"`
+		Body         *string        `json:"body"`        // a body that is UTF-8
+		BodyBase64   []byte         `json:"body_base64"` // one that is not
+	}{ContentType: null(s.ContentType), DeliveryMode: s.DeliveryMode, Timestamp: nullTime(s.Timestamp), AppID: null(s.AppID),
+		Headers: s.Headers, History: s.History}
+	if own.Headers == nil {
+		own.Headers = map[string]any{}
+	}
+	if utf8.Valid(s.Body) {
+		b := string(s.Body)
+		own.Body = &b
+	} else {
+		own.BodyBase64 = s.Body
+	}
+	rest, err := json.Marshal(own)
+	if err != nil {
+		return nil, err
+	}
+	// Two objects into one: the row's fields, a comma, show's.
+	return append(append(row[:len(row)-1], ','), rest[1:]...), nil
 }
 
 // AttemptRow is the JSON form of one attempt of show's history.
@@ -29,7 +64,7 @@ type AttemptRow struct {
 	At          time.Time `json:"at"`
 	Redelivered bool      `json:"redelivered"`
 	Status      int       `json:"status"`
-	Error       string    `json:"error,omitempty"`
+	Error       string    `json:"error"` // the answer or the error ("" when none)
 	Action      string    `json:"action"`
 	Reason      string    `json:"reason"`
 	LatencyMS   int64     `json:"latency_ms"`
@@ -39,20 +74,9 @@ type AttemptRow struct {
 // headers, the attempt history from the store and the body, as text or
 // (c.JSON) one JSON object.
 func Show(ctx context.Context, b *Browser, c Config, w io.Writer) error {
-	f := newFilter(c)
-	var m *dead
-	err := b.walk(ctx, c.Limit, func(d *dead) (bool, error) {
-		if f.selects(d) {
-			m = d
-			return false, nil
-		}
-		return true, nil
-	})
+	m, err := findOne(ctx, b, c)
 	if err != nil {
 		return err
-	}
-	if m == nil {
-		return fail.Errorf(fail.Failed, "no dead letter with id %q in claim.dead%s", clip(esc(c.IDs[0], false), fieldWidth), b.beyond())
 	}
 	history := []AttemptRow{}
 	if b.store != nil {
@@ -67,14 +91,8 @@ func Show(ctx context.Context, b *Browser, c Config, w io.Writer) error {
 	}
 	if c.JSON {
 		d := m.d
-		s := shown{Row: toRow(m), ContentType: d.ContentType, DeliveryMode: d.DeliveryMode, Timestamp: d.Timestamp,
-			AppID: d.AppId, Headers: d.Headers, History: history}
-		if utf8.Valid(d.Body) {
-			s.Body = string(d.Body)
-		} else {
-			s.BodyBase64 = d.Body
-		}
-		return writeJSON(w, s)
+		return writeJSON(w, shown{Row: toRow(m), ContentType: d.ContentType, DeliveryMode: d.DeliveryMode, Timestamp: d.Timestamp,
+			AppID: d.AppId, Headers: d.Headers, History: history, Body: d.Body})
 	}
 	writeShown(w, m, b.store != nil, history)
 	return nil
@@ -99,7 +117,20 @@ func writeShown(w io.Writer, m *dead, stored bool, history []AttemptRow) {
 		fmt.Fprintf(w, "  none\n")
 	}
 	writeHeaders(w, "  ", d.Headers)
-	fmt.Fprintf(w, "reason:        %s\n", field(m.why()))
+	why := m.why()
+	if m.crashLoop() {
+		why = CrashLoopWord + ": " + m.crashSentence(true)
+	}
+	fmt.Fprintf(w, "reason:        %s\n", field(why))
+	if e := m.Edit; e != nil {
+		at := "-"
+		if !e.At.IsZero() {
+			at = e.At.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "edited:        %s by %s via %s; replaced a body with sha256 %s\n", at, field(orDash(e.By)), field(orDash(e.Via)),
+			field(orDash(e.PreviousSHA256)))
+		fmt.Fprintf(w, "idempotency:   %s (the Idempotency-Key the consumer sends for the edited body)\n", field(orDash(e.IdempotencyKey)))
+	}
 	if m.Known {
 		fmt.Fprintf(w, "record:        state %s, %d partner call(s), last status %d %s\n", field(string(m.Rec.State)), m.Rec.Attempts,
 			m.Rec.LastStatus, field(m.Rec.LastError))

@@ -195,3 +195,48 @@ func writeJSON(w io.Writer, v any) error {
 	_, err := w.Write(out)
 	return err
 }
+
+// null is s for JSON, nil (null) when empty.
+func null(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// nullTime is t for JSON, nil (null) when zero.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// orDash is s, or "-" for a table cell with nothing in it.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shellWord is id as a person can paste it into a shell: as it is when it
+// is made of safe characters only, else single-quoted, and escaped for the
+// terminal either way.
+func shellWord(id string) string {
+	plain := id != "" && !strings.HasPrefix(id, "-")
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:+@/,=", r)) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return field(id)
+	}
+	q := "'" + strings.ReplaceAll(id, "'", `'\''`) + "'"
+	if strings.HasPrefix(id, "-") {
+		q = "-- " + q
+	}
+	return field(q)
+}

@@ -5,17 +5,28 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/audit"
 	"eaimq/internal/broker"
 	"eaimq/internal/dlqweb"
+	"eaimq/internal/fail"
 	"eaimq/internal/redact"
 	"eaimq/internal/store"
+	"eaimq/internal/topo"
 )
 
 // web is dlqweb's Backend: each call one connection, one walk of
-// claim.dead, under one lock.
+// claim.dead, under one lock; the groups are kept between walks (cache).
 //
 // The lock: a walk takes every dead letter it looks at unacked until its
 // channel closes, so two walks at once would each see part of claim.dead.
@@ -23,9 +34,13 @@ import (
 type web struct {
 	getenv func(string) string
 	st     store.Store // nil with -no-store
-	c      Config      // Limit, MaxReplays and Hooks
+	trail  audit.Trail // nil with -no-store
+	c      Config      // Limit, MaxReplays, Actor (who runs the page) and Hooks
+	log    io.Writer   // warnings
 
-	mu sync.Mutex
+	mu    sync.Mutex // one walk at a time
+	cache cache
+	gen   atomic.Int64 // actions run: groups counted before one are stale
 }
 
 // session dials, opens a browser, runs fn and closes both: every dead
@@ -46,6 +61,27 @@ func (w *web) session(ctx context.Context, fn func(*Browser) error) error {
 	return fn(b)
 }
 
+// depth is claim.dead's ready messages now, on a connection of its own:
+// it does not wait for a walk.
+func (w *web) depth(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := Dial(ctx, w.getenv)
+	if err != nil {
+		return 0, err
+	}
+	defer broker.Close(conn)
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, fail.New(fail.Unavailable, err)
+	}
+	q, err := ch.QueueDeclarePassive(topo.DeadQueue, true, false, false, false, nil)
+	if err != nil {
+		return 0, fail.Broker(fmt.Errorf("count %s: %w", topo.DeadQueue, err), topo.ErrMissing)
+	}
+	return q.Messages, nil
+}
+
 // clean takes the store's location and the broker's URL out of a message:
 // the page may be read by people who must not learn either.
 func (w *web) clean(s string) string {
@@ -56,11 +92,40 @@ func (w *web) clean(s string) string {
 	return redact.Remove(s, locations...)
 }
 
-// groupOf is the group of a dead letter: its recorded reason, and the last
-// status for the reasons that have one.
+// bannerOf is the page's banner for EAI_AMQP_URL raw: each address's
+// scheme, host and port, never its user or password; the vhost; the queue.
+func bannerOf(raw string) dlqweb.Banner {
+	b := dlqweb.Banner{Queue: topo.DeadQueue, VHost: "?"}
+	if v, err := broker.VHost(raw); err == nil {
+		b.VHost = v
+	}
+	var hosts []string
+	for _, a := range broker.Addresses(raw) {
+		u, err := amqp.ParseURI(a)
+		if err != nil {
+			hosts = append(hosts, "(an address that does not parse)")
+			continue
+		}
+		hosts = append(hosts, u.Scheme+"://"+net.JoinHostPort(u.Host, strconv.Itoa(u.Port)))
+	}
+	b.Broker = strings.Join(hosts, ", ")
+	return b
+}
+
+// actor is who acts through the page: the token's name, else whoever runs
+// it (on loopback without tokens, whoever reaches the page is on this host).
+func (w *web) actor(who string) Actor {
+	if who == "" {
+		return Actor{Who: w.c.Actor.Who, Via: "dlq serve (loopback, no token)"}
+	}
+	return Actor{Who: who, Via: "dlq serve"}
+}
+
+// groupOf is the group of a dead letter: its reason (the one on record, or
+// crash-loop), and the last status for the reasons that have one.
 func groupOf(m *dead) (id, reason string, status int) {
-	reason = m.reason().String()
-	if m.Known {
+	reason = m.word()
+	if m.Known && !m.crashLoop() {
 		status = m.Rec.LastStatus
 	}
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", reason, status)))
@@ -68,27 +133,39 @@ func groupOf(m *dead) (id, reason string, status int) {
 }
 
 func ref(m *dead) dlqweb.Ref {
-	return dlqweb.Ref{Key: m.Key, ClaimID: m.ClaimID, Edited: m.edited(), Replays: m.Replays}
+	_, reason, status := groupOf(m)
+	return dlqweb.Ref{Key: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, Reason: reason, Status: status, Edited: m.edited(), Replays: m.Replays}
 }
 
-func (w *web) Overview(ctx context.Context) (dlqweb.Overview, error) {
+// newGroup is the group m starts.
+func newGroup(m *dead) *dlqweb.Group {
+	id, reason, status := groupOf(m)
+	g := &dlqweb.Group{ID: id, Reason: reason, Status: status, Sentence: m.sentence()}
+	switch {
+	case m.crashLoop():
+		g.Sentence = m.crashSentence(true)
+	case m.NoStore || !m.Known:
+		g.Sentence = m.why()
+	}
+	if m.Known && m.Rec.LastStatus != 0 && !m.crashLoop() {
+		g.Answer = clip(esc(m.Rec.LastError, false), fieldWidth)
+	}
+	return g
+}
+
+// walkGroups walks claim.dead (at most -limit) and counts its groups.
+func (w *web) walkGroups(ctx context.Context) (dlqweb.Overview, error) {
 	var o dlqweb.Overview
+	start := time.Now()
 	err := w.session(ctx, func(b *Browser) error {
 		byID := map[string]*dlqweb.Group{}
 		var order []string
 		err := b.walk(ctx, w.c.Limit, func(m *dead) (bool, error) {
-			id, reason, status := groupOf(m)
-			g := byID[id]
+			g := byID[groupID(m)]
 			if g == nil {
-				g = &dlqweb.Group{ID: id, Reason: reason, Status: status, Sentence: m.sentence()}
-				if m.NoStore || !m.Known {
-					g.Sentence = m.why()
-				}
-				if m.Known && m.Rec.LastStatus != 0 {
-					g.Answer = clip(esc(m.Rec.LastError, false), fieldWidth)
-				}
-				byID[id] = g
-				order = append(order, id)
+				g = newGroup(m)
+				byID[g.ID] = g
+				order = append(order, g.ID)
 			}
 			g.Count++
 			if !m.DeadAt.IsZero() {
@@ -104,15 +181,26 @@ func (w *web) Overview(ctx context.Context) (dlqweb.Overview, error) {
 			}
 			return true, nil
 		})
-		o.Total, o.Looked = b.total, b.looked
+		o.Total, o.Looked, o.Depth = b.total, b.looked, b.total
 		for _, id := range order {
 			o.Groups = append(o.Groups, *byID[id])
 		}
 		// The biggest group first: that is where the work is.
 		slices.SortStableFunc(o.Groups, func(a, b dlqweb.Group) int { return b.Count - a.Count })
+		o.Warning = quorumText(b)
 		return err
 	})
+	o.At, o.Took = time.Now().UTC(), time.Since(start).Round(time.Millisecond)
 	return o, err
+}
+
+func groupID(m *dead) string { id, _, _ := groupOf(m); return id }
+
+// quorumText is quorumWarning for the page.
+func quorumText(b *Browser) string {
+	var s strings.Builder
+	quorumWarning(b, &s)
+	return strings.TrimPrefix(strings.TrimSpace(s.String()), "dlq: warning: ")
 }
 
 func (w *web) Claim(ctx context.Context, id string) (c dlqweb.Claim, found bool, err error) {
@@ -133,4 +221,22 @@ func (w *web) Claim(ctx context.Context, id string) (c dlqweb.Claim, found bool,
 		return err
 	})
 	return c, found, err
+}
+
+// Health is /healthz: the broker answers and claim.dead is there, and the
+// store reads (when there is one).
+func (w *web) Health(ctx context.Context) dlqweb.Health {
+	h := dlqweb.Health{OK: true, Store: "none"}
+	n, err := w.depth(ctx)
+	if err != nil {
+		h.OK, h.Error = false, err.Error()
+	}
+	h.Depth = n
+	if w.st != nil {
+		h.Store = "ok"
+		if _, _, err := w.st.Get(ctx, "dlq-healthz"); err != nil {
+			h.OK, h.Store = false, err.Error()
+		}
+	}
+	return h
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func (w *world) web() *web {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { st.Close() })
-	return &web{getenv: w.vh.Getenv(map[string]string{store.EnvPath: w.db}), st: st, c: Config{MaxReplays: DefaultMaxReplays}}
+	return &web{getenv: w.vh.Getenv(map[string]string{store.EnvPath: w.db}), st: st, c: Config{MaxReplays: DefaultMaxReplays}, log: io.Discard}
 }
 
 // TestServeGroupRetryWarnsOfArrivals: a dead letter that arrives in
@@ -35,7 +36,7 @@ func (w *world) web() *web {
 func TestServeGroupRetryWarnsOfArrivals(t *testing.T) {
 	w := mixedRun(t)
 	be := w.web()
-	o, err := be.Overview(context.Background())
+	o, err := be.Overview(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestServeGroupRetryWarnsOfArrivals(t *testing.T) {
 	be.c.Hooks.AfterConfirm = func() error {
 		return ch.Publish("", topo.DeadQueue, false, false, amqp.Publishing{MessageId: "late-0", Body: []byte(`{"guid":"late-0"}`)})
 	}
-	rep, err := be.Retry(context.Background(), dlqweb.Target{Group: busy})
+	rep, err := be.Retry(context.Background(), "", dlqweb.Target{Group: busy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestServeGroupRetryWarnsOfArrivals(t *testing.T) {
 	}
 	// Without arrivals, none is reported.
 	be.c.Hooks.AfterConfirm = nil
-	rep, err = be.Purge(context.Background(), dlqweb.Target{ID: "late-0"})
+	rep, err = be.Purge(context.Background(), "", dlqweb.Target{ID: "late-0"})
 	if err != nil || rep.Purged != 1 || rep.Arrived != 0 {
 		t.Fatalf("purge: %+v %v", rep, err)
 	}
@@ -126,7 +127,7 @@ func TestServeGroupListsAtMostMaxListed(t *testing.T) {
 	}
 	brokertest.Eventually(t, 10*time.Second, "all in claim.dead", func() bool { return w.vh.Depth(t, topo.DeadQueue) == n })
 	w.consume("1") // creates the store; claim.in is empty
-	o, err := w.web().Overview(context.Background())
+	o, err := w.web().Overview(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,27 @@ func selector(t dlqweb.Target) func(*dead) bool {
 	if t.ID != "" {
 		return named(t.ID)
 	}
-	return func(m *dead) bool { id, _, _ := groupOf(m); return id == t.Group }
+	return func(m *dead) bool { return groupID(m) == t.Group }
+}
+
+// describeTarget is a web action's target for the audit trail.
+func (w *web) describeTarget(t dlqweb.Target) string {
+	if t.ID != "" {
+		return "claim " + shellWord(t.ID)
+	}
+	w.cache.mu.Lock()
+	defer w.cache.mu.Unlock()
+	if s := w.cache.snap; s != nil {
+		for _, g := range s.o.Groups {
+			if g.ID == t.Group {
+				if g.Status != 0 {
+					return fmt.Sprintf("group %s %d", g.Reason, g.Status)
+				}
+				return "group " + g.Reason
+			}
+		}
+	}
+	return "group " + t.Group
 }
 
 // arrived counts the dead letters that came into claim.dead while an
@@ -38,15 +58,28 @@ func arrived(b *Browser, removed int) (int, error) {
 	return max(0, q.Messages-(b.total-removed)), nil
 }
 
-func (w *web) Retry(ctx context.Context, t dlqweb.Target) (dlqweb.Report, error) {
-	return w.replay(ctx, "retry", t, nil)
+func (w *web) Retry(ctx context.Context, who string, t dlqweb.Target) (dlqweb.Report, error) {
+	return w.replay(ctx, "retry", who, t, nil)
 }
 
-func (w *web) replay(ctx context.Context, action string, t dlqweb.Target, e *edit) (dlqweb.Report, error) {
+// replay is retry and edit and retry: replayDead, with its audit entry.
+// Every action makes the groups kept stale (gen).
+func (w *web) replay(ctx context.Context, action, who string, t dlqweb.Target, e *edit) (dlqweb.Report, error) {
 	rep := dlqweb.Report{Action: action}
-	err := w.session(ctx, func(b *Browser) error {
+	verb := map[string]string{"retry": "replay", "edit": "edit"}[action]
+	rec, err := begin(ctx, w.trail, w.actor(who), verb, w.describeTarget(t), w.log)
+	if err != nil {
+		return rep, err
+	}
+	if e != nil {
+		e.actor = w.actor(who)
+		rec.e.Edit = e.audit()
+	}
+	defer w.gen.Add(1)
+	err = w.session(ctx, func(b *Browser) error {
 		r := rules{maxReplays: w.c.MaxReplays, edit: e, hooks: w.c.Hooks}
-		n, err := replayDead(ctx, b, selection{w.c.Limit, selector(t)}, r, func(n note) {
+		n, err := replayDead(ctx, b, selection{limit: w.c.Limit, selects: selector(t)}, r, func(n note) {
+			rec.note(n)
 			rep.Lines = append(rep.Lines, n.text())
 		})
 		rep.Replayed, rep.Delivered, rep.Again, rep.Refused = n.replayed, n.delivered, n.again, n.capped+n.refused
@@ -57,13 +90,22 @@ func (w *web) replay(ctx context.Context, action string, t dlqweb.Target, e *edi
 		rep.Arrived, err = arrived(b, n.replayed)
 		return err
 	})
-	return rep, err
+	if rep.NotFound && t.ID != "" {
+		rec.notDone(t.ID, "not in claim.dead")
+	}
+	return rep, rec.end(ctx, err)
 }
 
-func (w *web) Purge(ctx context.Context, t dlqweb.Target) (dlqweb.Report, error) {
+func (w *web) Purge(ctx context.Context, who string, t dlqweb.Target) (dlqweb.Report, error) {
 	rep := dlqweb.Report{Action: "purge"}
-	err := w.session(ctx, func(b *Browser) error {
-		n, err := purgeDead(ctx, b, selection{w.c.Limit, selector(t)}, true, func(key string) {
+	rec, err := begin(ctx, w.trail, w.actor(who), "purge", w.describeTarget(t), w.log)
+	if err != nil {
+		return rep, err
+	}
+	defer w.gen.Add(1)
+	err = w.session(ctx, func(b *Browser) error {
+		n, err := purgeDead(ctx, b, selection{limit: w.c.Limit, selects: selector(t)}, true, func(key string) {
+			rec.acted(key)
 			rep.Lines = append(rep.Lines, "deleted "+field(key))
 		})
 		rep.Purged, rep.NotFound = n, n == 0
@@ -73,14 +115,18 @@ func (w *web) Purge(ctx context.Context, t dlqweb.Target) (dlqweb.Report, error)
 		rep.Arrived, err = arrived(b, n)
 		return err
 	})
-	return rep, err
+	if rep.NotFound && t.ID != "" {
+		rec.notDone(t.ID, "not in claim.dead")
+	}
+	return rep, rec.end(ctx, err)
 }
 
 // checkEdit checks an edited body as publish checks a claim file, and that
 // it stays the same claim: its guid is the dead letter's message_id (or
 // guid), since the copy keeps that message_id and the consumer's dedup
 // record is filed under it. Only a dead letter that had no usable id (a
-// sha256: key) may get one.
+// sha256: key) may get one. dlq edit and the page's edit and retry both
+// check with it.
 func checkEdit(id string, body []byte) (string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return "", fmt.Errorf("%w: the body is empty", dlqweb.ErrInvalid)
@@ -103,10 +149,10 @@ func (w *web) CheckEdit(id string, body []byte) error {
 	return err
 }
 
-func (w *web) EditRetry(ctx context.Context, id string, body []byte) (dlqweb.Report, error) {
+func (w *web) EditRetry(ctx context.Context, who, id string, body []byte, previous string) (dlqweb.Report, error) {
 	guid, err := checkEdit(id, body)
 	if err != nil {
 		return dlqweb.Report{Action: "edit"}, err
 	}
-	return w.replay(ctx, "edit", dlqweb.Target{ID: id}, &edit{body: body, guid: guid, by: "dlq serve"})
+	return w.replay(ctx, "edit", who, dlqweb.Target{ID: id}, &edit{body: body, guid: guid, previous: previous})
 }

@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"eaimq/internal/audit"
 	"eaimq/internal/claim"
 	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
@@ -56,6 +57,10 @@ func (w *web) describe(ctx context.Context, m *dead) (dlqweb.Claim, error) {
 	}
 	c.Headers = tableFields(nil, 0, rest)
 	describeBody(&c, m)
+	c.BodySHA256 = sha256hex(d.Body)
+	if err := w.events(ctx, &c); err != nil {
+		return c, err
+	}
 	if w.st != nil {
 		as, err := w.st.Attempts(ctx, m.Key)
 		if err != nil {
@@ -70,6 +75,34 @@ func (w *web) describe(ctx context.Context, m *dead) (dlqweb.Claim, error) {
 		}
 	}
 	return c, nil
+}
+
+// events are the audit trail's entries that name the claim, each with what
+// became of it there.
+func (w *web) events(ctx context.Context, c *dlqweb.Claim) error {
+	if w.trail == nil {
+		return nil
+	}
+	err := w.trail.Entries(ctx, c.Key, func(e audit.Entry) error {
+		ev := dlqweb.Event{At: e.At, Who: field(e.Who), Via: field(e.Via), Action: e.Action, Result: e.Result}
+		if slices.Contains(e.IDs, c.Key) {
+			ev.Note = actedWord(e.Action)
+		}
+		for _, nd := range e.NotDone {
+			if nd.ID == c.Key {
+				ev.Note = field(nd.Why)
+			}
+		}
+		if e.Edit != nil {
+			ev.Note += "; Idempotency-Key " + field(e.Edit.IdempotencyKey)
+		}
+		c.Events = append(c.Events, ev)
+		return nil
+	})
+	if err != nil {
+		return fail.New(fail.IO, err)
+	}
+	return nil
 }
 
 // describeBody sets the claim page's body: formatted when it is JSON,

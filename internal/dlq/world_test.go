@@ -6,6 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
@@ -55,4 +58,27 @@ func mixedRun(t *testing.T) *world {
 		t.Fatalf("setup: claim.dead holds %d, want 4", n)
 	}
 	return w
+}
+
+// deadLetter puts messages straight into claim.dead, confirmed.
+func (w *world) deadLetter(msgs ...amqp.Publishing) {
+	w.t.Helper()
+	ch := w.vh.Channel(w.t)
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		w.t.Fatal(err)
+	}
+	before := w.vh.Depth(w.t, topo.DeadQueue)
+	for _, m := range msgs {
+		dc, err := ch.PublishWithDeferredConfirm("", topo.DeadQueue, true, false, m)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if !dc.Wait() {
+			w.t.Fatal("nacked")
+		}
+	}
+	brokertest.Eventually(w.t, 10*time.Second, "dead letters queued", func() bool {
+		return w.vh.Depth(w.t, topo.DeadQueue) == before+len(msgs)
+	})
 }

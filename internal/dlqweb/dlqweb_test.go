@@ -27,8 +27,9 @@ func TestCheck(t *testing.T) {
 		{Config{Addr: "127.0.0.1:8088"}, ""},
 		{Config{Addr: "0.0.0.0:8088"}, "is not loopback"},
 		{Config{Addr: ":8088"}, "is not loopback"},
-		{Config{Addr: "0.0.0.0:8088", Token: "short"}, "shorter than 16"},
-		{Config{Addr: "0.0.0.0:8088", Token: "0123456789abcdef"}, ""},
+		{Config{Addr: "0.0.0.0:8088", Tokens: []Token{{SharedName, "short"}}}, "EAIMQ_DLQ_TOKEN is shorter than 16"},
+		{Config{Addr: "0.0.0.0:8088", Tokens: []Token{{"alice", "short"}}}, "the token of alice is shorter than 16"},
+		{Config{Addr: "0.0.0.0:8088", Tokens: []Token{{SharedName, "0123456789abcdef"}}}, ""},
 		{Config{Addr: "8088"}, "want host:port"},
 	} {
 		err := Check(c.cfg)

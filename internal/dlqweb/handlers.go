@@ -11,12 +11,12 @@ import (
 // The pages and the actions, each a call to the Backend.
 
 func (s *server) groups(w http.ResponseWriter, r *http.Request) {
-	o, err := s.Backend.Overview(r.Context())
+	o, err := s.Backend.Overview(r.Context(), r.URL.Query().Get("refresh") != "")
 	if err != nil {
-		s.fail(w, http.StatusBadGateway, err)
+		s.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
-	p := s.page("Dead letters", o)
+	p := s.page(r, "Dead letters", o)
 	p.Refresh = int(s.Refresh / time.Second)
 	s.render(w, http.StatusOK, "groups.html", p)
 }
@@ -30,22 +30,22 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 // when there is one.
 func (s *server) showClaim(w http.ResponseWriter, r *http.Request, id, draft, why string, status int) {
 	if id == "" {
-		s.fail(w, http.StatusBadRequest, errors.New("no claim named: /claim?id=ID"))
+		s.fail(w, r, http.StatusBadRequest, errors.New("no claim named: /claim?id=ID"))
 		return
 	}
 	c, found, err := s.Backend.Claim(r.Context(), id)
 	if err != nil {
-		s.fail(w, http.StatusBadGateway, err)
+		s.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
 	if !found {
-		s.fail(w, http.StatusNotFound, fmt.Errorf("no dead letter with id %q in claim.dead (retried, purged, or taken meanwhile)", id))
+		s.fail(w, r, http.StatusNotFound, fmt.Errorf("no dead letter with id %q in claim.dead (retried, purged, or taken meanwhile; search finds it by its claimId)", id))
 		return
 	}
 	if draft == "" {
 		draft = c.Body
 	}
-	p := s.page("Claim "+c.Key, map[string]any{"Claim": c, "Draft": draft})
+	p := s.page(r, "Claim "+c.Key, map[string]any{"Claim": c, "Draft": draft})
 	p.Error = why
 	s.render(w, status, "claim.html", p)
 }
@@ -81,24 +81,25 @@ func (s *server) confirm(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("unknown action %q: retry or purge", q.Get("action"))
 	}
 	if err != nil {
-		s.fail(w, http.StatusBadRequest, err)
+		s.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
 	what := "claim " + t.ID
 	if t.Group != "" {
-		o, err := s.Backend.Overview(r.Context())
+		// The groups as the page showed them: no walk of its own.
+		o, err := s.Backend.Overview(r.Context(), false)
 		if err != nil {
-			s.fail(w, http.StatusBadGateway, err)
+			s.fail(w, r, http.StatusBadGateway, err)
 			return
 		}
 		what = "the group (not found: it may be empty now)"
 		for _, g := range o.Groups {
 			if g.ID == t.Group {
-				what = fmt.Sprintf("the group %q (%d dead letters now)", groupName(g), g.Count)
+				what = fmt.Sprintf("the group %q (%d dead letters when the groups were counted)", groupName(g), g.Count)
 			}
 		}
 	}
-	s.render(w, http.StatusOK, "confirm.html", s.page(verb+"?", map[string]any{
+	s.render(w, http.StatusOK, "confirm.html", s.page(r, verb+"?", map[string]any{
 		"Action": q.Get("action"), "Verb": verb, "Target": t, "What": what}))
 }
 
@@ -113,7 +114,7 @@ func groupName(g Group) string {
 func (s *server) posted(w http.ResponseWriter, r *http.Request) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody+64<<10)
 	if err := r.ParseForm(); err != nil {
-		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Errorf("form: %w", err))
+		s.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Errorf("form: %w", err))
 		return false
 	}
 	if !equal(r.PostForm.Get("csrf"), s.csrf) {
@@ -129,20 +130,20 @@ func (s *server) action(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := target(r.PostForm.Get)
 	if err != nil {
-		s.fail(w, http.StatusBadRequest, err)
+		s.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
 	var rep Report
 	switch r.PostForm.Get("action") {
 	case "retry":
-		rep, err = s.Backend.Retry(detached(r), t)
+		rep, err = s.Backend.Retry(detached(r), who(r), t)
 	case "purge":
-		rep, err = s.Backend.Purge(detached(r), t)
+		rep, err = s.Backend.Purge(detached(r), who(r), t)
 	default:
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("unknown action %q: retry or purge", r.PostForm.Get("action")))
+		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("unknown action %q: retry or purge", r.PostForm.Get("action")))
 		return
 	}
-	s.report(w, rep, err)
+	s.report(w, r, rep, err)
 }
 
 // detached is the context of an action: a browser that goes away (a
@@ -152,8 +153,8 @@ func (s *server) action(w http.ResponseWriter, r *http.Request) {
 // not acked to claim.dead.
 func detached(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
 
-func (s *server) report(w http.ResponseWriter, rep Report, err error) {
-	p := s.page("Done", rep)
+func (s *server) report(w http.ResponseWriter, r *http.Request, rep Report, err error) {
+	p := s.page(r, "Done", rep)
 	status := http.StatusOK
 	if err != nil {
 		// What was done before the error is in rep, and shown.
@@ -165,28 +166,31 @@ func (s *server) report(w http.ResponseWriter, rep Report, err error) {
 }
 
 // edit is edit and retry, in two steps: "check" validates the body and
-// asks for confirmation, "go" republishes it.
+// asks for confirmation, "go" republishes it. previous, the sha256 of the
+// body the form showed, travels with both, so that a dead letter that
+// changed meanwhile is not replaced by an edit of what it was.
 func (s *server) edit(w http.ResponseWriter, r *http.Request) {
 	if s.readOnly(w) || !s.posted(w, r) {
 		return
 	}
-	id, body := r.PostForm.Get("id"), r.PostForm.Get("body")
+	id, body, previous := r.PostForm.Get("id"), r.PostForm.Get("body"), r.PostForm.Get("previous")
 	if err := s.Backend.CheckEdit(id, []byte(body)); err != nil {
 		if errors.Is(err, ErrInvalid) {
 			s.showClaim(w, r, id, body, s.Clean(err.Error()), http.StatusBadRequest)
 		} else {
-			s.fail(w, http.StatusBadRequest, err)
+			s.fail(w, r, http.StatusBadRequest, err)
 		}
 		return
 	}
 	if r.PostForm.Get("step") != "go" {
-		s.render(w, http.StatusOK, "confirm-edit.html", s.page("Retry the edited claim?", map[string]any{"ID": id, "Body": body}))
+		s.render(w, http.StatusOK, "confirm-edit.html", s.page(r, "Retry the edited claim?",
+			map[string]any{"ID": id, "Body": body, "Previous": previous}))
 		return
 	}
-	rep, err := s.Backend.EditRetry(detached(r), id, []byte(body))
+	rep, err := s.Backend.EditRetry(detached(r), who(r), id, []byte(body), previous)
 	if errors.Is(err, ErrInvalid) {
 		s.showClaim(w, r, id, body, s.Clean(err.Error()), http.StatusBadRequest)
 		return
 	}
-	s.report(w, rep, err)
+	s.report(w, r, rep, err)
 }

@@ -1,6 +1,7 @@
 package dlqweb
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -12,6 +13,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,14 +32,38 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
-	"indent": func(n int) string { return strings.Repeat("\u00a0\u00a0", n) },
-	"minus":  func(a, b int) int { return a - b },
+	"indent":  func(n int) string { return strings.Repeat("\u00a0\u00a0", n) },
+	"add":     func(a, b int) int { return a + b },
+	"sub":     func(a, b int) int { return a - b },
+	"perPage": func() int { return PerPage },
+	"first": func(refs []Ref) []Ref {
+		return refs[:min(len(refs), PerGroup)]
+	},
+	"pageURL": func(l List, page int) string {
+		v := url.Values{"page": {strconv.Itoa(page)}}
+		if l.Query != "" {
+			v.Set("q", l.Query)
+			return "/search?" + v.Encode()
+		}
+		v.Set("id", l.Group.ID)
+		return "/group?" + v.Encode()
+	},
 }).ParseFS(files, "templates/*.html"))
 
 type server struct {
 	Config
-	csrf    string // the token every form carries
-	session string // the cookie's value once the token was given
+	csrf string // the token every form carries
+	keys []key  // one for each token
+}
+
+// key is one token as the server holds it: its sha256 (tokens are compared
+// as hashes, in constant time, so that neither a token's bytes nor its
+// length leak through timing), the session cookie's value that proves it
+// was given, and its name.
+type key struct {
+	name    string
+	sum     [sha256.Size]byte
+	session string
 }
 
 const cookieName = "eaimq_dlq"
@@ -55,17 +82,20 @@ func New(c Config) (http.Handler, error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	s := &server{Config: c, csrf: mac(secret, "csrf")}
-	if c.Token != "" {
+	for _, t := range c.Tokens {
 		// The cookie proves the token was given without being the token.
-		s.session = mac([]byte(c.Token), "session")
+		s.keys = append(s.keys, key{name: t.Name, sum: sha256.Sum256([]byte(t.Value)), session: mac([]byte(t.Value), "session")})
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.groups)
+	mux.HandleFunc("GET /group", s.group)
+	mux.HandleFunc("GET /search", s.search)
 	mux.HandleFunc("GET /claim", s.claim)
 	mux.HandleFunc("GET /confirm", s.confirm)
 	mux.HandleFunc("POST /action", s.action)
 	mux.HandleFunc("POST /edit", s.edit)
 	mux.HandleFunc("POST /login", s.login)
+	mux.HandleFunc("GET /healthz", s.healthz)
 	// Browsers send Sec-Fetch-Site or Origin with every POST: a POST from
 	// another site is refused before any handler runs, the CSRF token
 	// covers clients that send neither.
@@ -81,16 +111,24 @@ func mac(key []byte, what string) string {
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// guard answers 401 to every request without the token (when there is
-// one), and, without a token, to a Host that is not loopback: a page on
+// whoKey is the context key of the request's token name.
+type whoKey struct{}
+
+// who is the name of the token the request carried ("" without tokens).
+func who(r *http.Request) string { n, _ := r.Context().Value(whoKey{}).(string); return n }
+
+// guard answers 401 to every request without a token (when there are
+// some), and, without tokens, to a Host that is not loopback: a page on
 // loopback must not be reachable through a DNS name that rebinds to it.
+// /healthz needs no token: it says only whether the broker and the store
+// answer, for a load balancer or a monitor that holds no secret.
 func (s *server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		w.Header().Set("Cache-Control", "no-store")
-		if s.Token == "" {
+		if len(s.keys) == 0 {
 			if !loopbackHost(r.Host) {
 				http.Error(w, "dlq serve listens on loopback: use http://127.0.0.1 or http://localhost", http.StatusForbidden)
 				return
@@ -98,24 +136,64 @@ func (s *server) guard(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.Method == http.MethodPost && r.URL.Path == "/login" {
+		if (r.Method == http.MethodPost && r.URL.Path == "/login") || (r.Method == http.MethodGet && r.URL.Path == "/healthz") {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if s.authorized(r) {
-			next.ServeHTTP(w, r)
+		if name, ok := s.authorized(r); ok {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, name)))
 			return
 		}
 		s.unauthorized(w, "")
 	})
 }
 
-func (s *server) authorized(r *http.Request) bool {
-	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && equal(tok, s.Token) {
-		return true
+// authorized finds the token of the request: its Authorization bearer
+// token, else its session cookie. A wrong one is logged, without its value.
+func (s *server) authorized(r *http.Request) (string, bool) {
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		if name, ok := s.match(tok); ok {
+			return name, true
+		}
+		s.refused(r, "a wrong token (Authorization: Bearer)")
+		return "", false
 	}
 	c, err := r.Cookie(cookieName)
-	return err == nil && equal(c.Value, s.session)
+	if err != nil {
+		return "", false // not signed in yet: the login form
+	}
+	found := -1
+	for i, k := range s.keys {
+		if equal(c.Value, k.session) {
+			found = i
+		}
+	}
+	if found < 0 {
+		s.refused(r, "a wrong or stale session cookie")
+		return "", false
+	}
+	return s.keys[found].name, true
+}
+
+// match finds the token tok among the page's, comparing every one.
+func (s *server) match(tok string) (string, bool) {
+	sum := sha256.Sum256([]byte(tok))
+	found := -1
+	for i, k := range s.keys {
+		if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return "", false
+	}
+	return s.keys[found].name, true
+}
+
+// refused logs a request turned away for its token: what and from where,
+// never the token.
+func (s *server) refused(r *http.Request, what string) {
+	fmt.Fprintf(s.Log, "dlq serve: refused %s %s from %s: %s\n", r.Method, r.URL.Path, r.RemoteAddr, what)
 }
 
 func (s *server) unauthorized(w http.ResponseWriter, msg string) {
@@ -132,16 +210,24 @@ func loopbackHost(host string) bool {
 }
 
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
-	if s.Token == "" {
+	if len(s.keys) == 0 {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	if !equal(r.PostFormValue("token"), s.Token) {
+	name, ok := s.match(r.PostFormValue("token"))
+	if !ok {
+		s.refused(r, "a wrong token (the login form)")
 		s.unauthorized(w, "wrong token")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.session, Path: "/", HttpOnly: true,
+	var session string
+	for _, k := range s.keys {
+		if k.name == name {
+			session = k.session
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: session, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
@@ -153,6 +239,9 @@ type page struct {
 	CSRF     string
 	Refresh  int // seconds; 0: none
 	Error    string
+	Banner   Banner
+	Who      string // the signed-in token's name
+	Query    string // the search box's
 	Data     any
 }
 
@@ -164,15 +253,15 @@ func (s *server) render(w http.ResponseWriter, status int, name string, p any) {
 	}
 }
 
-func (s *server) page(title string, data any) page {
-	return page{Title: title, ReadOnly: s.ReadOnly, CSRF: s.csrf, Data: data}
+func (s *server) page(r *http.Request, title string, data any) page {
+	return page{Title: title, ReadOnly: s.ReadOnly, CSRF: s.csrf, Banner: s.Banner, Who: who(r), Data: data}
 }
 
 // fail shows an error of the backend, cleaned of secrets.
-func (s *server) fail(w http.ResponseWriter, status int, err error) {
+func (s *server) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
 	msg := s.Clean(err.Error())
 	fmt.Fprintf(s.Log, "dlq serve: %s\n", msg)
-	p := s.page("Error", nil)
+	p := s.page(r, "Error", nil)
 	p.Error = msg
 	s.render(w, status, "error.html", p)
 }

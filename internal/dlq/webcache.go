@@ -1,0 +1,157 @@
+package dlq
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"eaimq/internal/dlqweb"
+)
+
+// The groups page of a large DLQ. A walk of claim.dead makes the broker
+// hold every message it looked at until it ends (docs/figures.md has what
+// that costs), and on a quorum claim.dead each walk raises every dead
+// letter's delivery count; a page that reloads every few seconds must not
+// walk every time. So the groups are kept, and counted again only when
+// they may have changed: an action ran since (at once), or claim.dead's
+// depth (a passive declare, no walk) is not what it was (at the soonest
+// nine walks' durations after the last ended, so that the broker holds a
+// walk at most a tenth of the time), or they are older than maxAge (a
+// purge by hand and a new dead letter leave the depth as it was); or the
+// person asks (Count again now).
+
+// maxAge is the longest the groups are kept when nothing says they changed.
+const maxAge = time.Minute
+
+// restWalks: after a walk that took d, the next waits 9*d.
+const restWalks = 9
+
+// cache is the groups the last walk counted.
+type cache struct {
+	mu       sync.Mutex
+	snap     *snapshot
+	building chan struct{} // closed when the walk under way ends; nil when none
+}
+
+type snapshot struct {
+	o   dlqweb.Overview
+	gen int64 // w.gen when the walk started
+}
+
+// next is when a walk may follow this one.
+func (s *snapshot) next() time.Time { return s.o.At.Add(restWalks * s.o.Took) }
+
+// fresh says whether s can be shown for claim.dead at depth (derr: the
+// depth could not be read) and the actions run (gen), and with which note.
+func (s *snapshot) fresh(depth int, derr error, gen int64) bool {
+	if s.gen != gen || derr != nil {
+		return false
+	}
+	now := time.Now()
+	if depth == s.o.Total {
+		return now.Sub(s.o.At) < max(maxAge, restWalks*s.o.Took)
+	}
+	return now.Before(s.next())
+}
+
+// Overview is the groups: kept ones when they are fresh, else a new walk
+// (one at a time: a request that comes while one is under way is shown the
+// groups kept, or waits for the walk when there are none).
+func (w *web) Overview(ctx context.Context, refresh bool) (dlqweb.Overview, error) {
+	depth, derr := w.depth(ctx)
+	for {
+		w.cache.mu.Lock()
+		s, building := w.cache.snap, w.cache.building
+		switch {
+		case s != nil && !refresh && s.fresh(depth, derr, w.gen.Load()):
+			w.cache.mu.Unlock()
+			return kept(s, depth), nil
+		case building != nil && s != nil && !refresh:
+			w.cache.mu.Unlock()
+			return kept(s, depth), nil
+		case building != nil:
+			w.cache.mu.Unlock()
+			select {
+			case <-building:
+				refresh = false // the walk that just ended is new enough
+				continue
+			case <-ctx.Done():
+				return dlqweb.Overview{}, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		w.cache.building = done
+		gen := w.gen.Load()
+		w.cache.mu.Unlock()
+
+		o, err := w.walkGroups(ctx)
+		w.cache.mu.Lock()
+		w.cache.building = nil
+		if err == nil {
+			w.cache.snap = &snapshot{o: o, gen: gen}
+		}
+		w.cache.mu.Unlock()
+		close(done)
+		return o, err
+	}
+}
+
+// kept is the groups of s, shown again, with claim.dead's depth now.
+func kept(s *snapshot, depth int) dlqweb.Overview {
+	o := s.o
+	o.Cached, o.Depth, o.Next = true, depth, s.next()
+	return o
+}
+
+// Group is one page of a group's dead letters: a walk of its own (a person
+// asked for it), which counts all of the group and keeps one page.
+func (w *web) Group(ctx context.Context, id string, page int) (dlqweb.List, error) {
+	l := dlqweb.List{Page: page, Group: dlqweb.Group{ID: id, Reason: "(not in claim.dead now)"}}
+	err := w.collect(ctx, &l, func(m *dead) bool {
+		if groupID(m) != id {
+			return false
+		}
+		if l.Count == 0 {
+			l.Group = *newGroup(m)
+		}
+		return true
+	})
+	return l, err
+}
+
+// Search is one page of the dead letters whose key, message_id or claimId
+// holds q (letter case aside).
+func (w *web) Search(ctx context.Context, q string, page int) (dlqweb.List, error) {
+	l := dlqweb.List{Page: page, Query: q}
+	lq := strings.ToLower(q)
+	err := w.collect(ctx, &l, func(m *dead) bool {
+		for _, s := range []string{m.Key, m.d.MessageId, m.ClaimID} {
+			if s != "" && strings.Contains(strings.ToLower(s), lq) {
+				return true
+			}
+		}
+		return false
+	})
+	return l, err
+}
+
+// collect walks claim.dead (at most -limit), counts what match selects and
+// keeps page l.Page of it.
+func (w *web) collect(ctx context.Context, l *dlqweb.List, match func(*dead) bool) error {
+	from := (l.Page - 1) * dlqweb.PerPage
+	return w.session(ctx, func(b *Browser) error {
+		err := b.walk(ctx, w.c.Limit, func(m *dead) (bool, error) {
+			if !match(m) {
+				return true, nil
+			}
+			if l.Count >= from && l.Count < from+dlqweb.PerPage {
+				l.Refs = append(l.Refs, ref(m))
+			}
+			l.Count++
+			return true, nil
+		})
+		l.Looked, l.Total = b.looked, b.total
+		return err
+	})
+}
