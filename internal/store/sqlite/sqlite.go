@@ -39,6 +39,10 @@ type Store struct {
 
 	stmts   stmts
 	reads   reads // solo mode's Begin reads outside the writer
+	records struct {
+		sync.Mutex
+		full *sql.Stmt // Records' query of a full chunk, prepared at its first use
+	}
 	solo    solo
 	reqs    chan *request
 	stopped chan struct{}
@@ -175,6 +179,11 @@ func (s *Store) Close() error {
 	if s.wal != nil {
 		s.wal.Close()
 	}
+	s.records.Lock()
+	if s.records.full != nil {
+		s.records.full.Close()
+	}
+	s.records.Unlock()
 	return s.db.Close()
 }
 
