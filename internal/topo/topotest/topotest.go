@@ -3,6 +3,7 @@
 package topotest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,7 +31,11 @@ func ListQueues(t *testing.T, vh *brokertest.VHost) map[string]QueueRow {
 		t.Fatal(err)
 	}
 	var rows []QueueRow
-	if err := json.Unmarshal(out, &rows); err != nil {
+	// Numbers as they are written (an x-delivery-limit of 2147483647 is
+	// not 2.147483647e+09), so that they print as the contract's do.
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&rows); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
 	m := map[string]QueueRow{}
