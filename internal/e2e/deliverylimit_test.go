@@ -10,6 +10,7 @@ import (
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/topo"
+	"eaimq/internal/topo/topotest"
 )
 
 // TestFaultCrashLoopDeliveryLimit: a claim on which the consumer dies,
@@ -143,12 +144,7 @@ func olderQuorumWorld(t *testing.T) *world {
 	w := &world{t: t, vh: brokertest.New(t), db: t.TempDir() + "/processed.db", bin: installed(t)}
 	w.partner = claimsys.New()
 	w.url = newPartnerServer(t, w.partner)
-	ch := w.vh.Channel(t)
-	for _, s := range topo.QueuesFor(topo.Quorum) {
-		if err := topo.DeclareQueue(ch, topo.WithoutLimit(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	topotest.DeclareOlderQuorum(t, w.vh)
 	if r := w.run("topology", "-queue-type", "quorum"); r.code != 0 || !strings.Contains(r.stderr, "warning") {
 		t.Fatalf("topology -queue-type quorum over the older queues: %d %s", r.code, r.stderr)
 	}

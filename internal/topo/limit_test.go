@@ -10,29 +10,8 @@ import (
 
 	"eaimq/internal/brokertest"
 	"eaimq/internal/topo"
+	"eaimq/internal/topo/topotest"
 )
-
-// declareOlder declares the quorum topology as eaimq did before it set
-// delivery limits: the queues without x-delivery-limit.
-func declareOlder(t *testing.T, vh *brokertest.VHost) {
-	t.Helper()
-	ch := vh.Channel(t)
-	for _, s := range topo.Exchanges {
-		if err := topo.DeclareExchange(ch, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range topo.QueuesFor(topo.Quorum) {
-		if err := topo.DeclareQueue(ch, topo.WithoutLimit(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, b := range topo.Bindings {
-		if err := topo.DeclareBinding(ch, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestOlderQuorumQueuesKept: a quorum claim.in and claim.dead declared
 // without the delivery limit (an existing deployment) do not make topology
@@ -42,7 +21,7 @@ func declareOlder(t *testing.T, vh *brokertest.VHost) {
 // dead-letter check) passes too.
 func TestOlderQuorumQueuesKept(t *testing.T) {
 	vh := brokertest.New(t)
-	declareOlder(t, vh)
+	topotest.DeclareOlderQuorum(t, vh)
 	conn := vh.Dial(t)
 	kept, err := topo.DeclareKept(conn, topo.Quorum)
 	if err != nil {

@@ -261,22 +261,8 @@ func TestMigrateRefusesWhileLocked(t *testing.T) {
 func TestMigrateGivesTheLimit(t *testing.T) {
 	const claims, dead = 150, 10
 	vh := brokertest.New(t)
+	topotest.DeclareOlderQuorum(t, vh)
 	ch := vh.Channel(t)
-	for _, s := range topo.Exchanges {
-		if err := topo.DeclareExchange(ch, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range topo.QueuesFor(topo.Quorum) {
-		if err := topo.DeclareQueue(ch, topo.WithoutLimit(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, b := range topo.Bindings {
-		if err := topo.DeclareBinding(ch, b); err != nil {
-			t.Fatal(err)
-		}
-	}
 	want := map[string]amqp.Publishing{}
 	var msgs []amqp.Publishing
 	for i, c := range brokertest.Claims("old", "C-old", claims+dead, true) {

@@ -77,3 +77,27 @@ func WantTypes(t *testing.T, vh *brokertest.VHost, kind topo.QueueType) map[stri
 	}
 	return qs
 }
+
+// DeclareOlderQuorum declares the quorum topology in vh as eaimq did
+// before it set delivery limits: the exchanges, claim.in and claim.dead
+// without x-delivery-limit, and the bindings.
+func DeclareOlderQuorum(t testing.TB, vh *brokertest.VHost) {
+	t.Helper()
+	ch := vh.Channel(t)
+	defer ch.Close()
+	for _, s := range topo.Exchanges {
+		if err := topo.DeclareExchange(ch, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range topo.QueuesFor(topo.Quorum) {
+		if err := topo.DeclareQueue(ch, topo.WithoutLimit(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range topo.Bindings {
+		if err := topo.DeclareBinding(ch, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
