@@ -100,7 +100,9 @@
 //	                                 request is outstanding"): held at
 //	                                 the gate or in its -delay
 //	seen, same body, answered        the first answer's status again, not
-//	                                 processed again (not in "total")
+//	                                 processed again (not in "total");
+//	                                 a transient answer (5xx, 408, 429)
+//	                                 is not kept: the retry is processed
 //
 // A request without the header is processed by the rules. "reset" forgets
 // the keys.

@@ -25,7 +25,8 @@ type keyState struct {
 //	seen, another payload             422: the key is already used
 //	seen, same payload, not answered  409: a request is outstanding for it
 //	seen, same payload, answered      the first answer's status again,
-//	                                  without processing it again
+//	                                  without processing it again (a
+//	                                  transient answer is not kept)
 //
 // It returns the status to answer now, and whether it is a replay of the
 // first answer, or process true when the request is to be processed
@@ -48,9 +49,16 @@ func (s *Server) draftCheck(key string, body []byte) (status int, replay, proces
 	return ks.status, true, false
 }
 
-// draftDone records the answer to the request that registered key.
+// draftDone records the answer to the request that registered key. A
+// transient answer (5xx, 408, 429) is not kept: it asks the client to
+// come back, and a retry answered with it again would never get through,
+// so the key is forgotten and the retry is processed as a new request.
 // Callers hold mu.
 func (s *Server) draftDone(key string, status int) {
+	if status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests {
+		delete(s.keys, key)
+		return
+	}
 	if ks := s.keys[key]; ks != nil {
 		ks.done, ks.status = true, status
 	}

@@ -74,6 +74,15 @@ func TestIdempotencyDraft(t *testing.T) {
 		t.Errorf("stats: draft %+v, by_guid %v, accepted %v", st.Draft, st.ByGuid, st.Accepted)
 	}
 
+	// A transient answer is not kept: the retry is processed again.
+	busy := `{"guid":"b","claimId":"BUSY-1","docs":["r.pdf"]}`
+	if a := post(busy, "b"); a.status != 503 {
+		t.Fatalf("BUSY: %+v", a)
+	}
+	if a := post(busy, "b"); a.status != 503 || s.Stats().ByGuid["b"] != 2 {
+		t.Errorf("BUSY again: %+v, processed %d times; want a 503 from a second processing", a, s.Stats().ByGuid["b"])
+	}
+
 	off := false
 	s.Set(Control{IdempotencyDraft: &off, Reset: true})
 	if a := post(edited, "g"); a.status != 201 {
