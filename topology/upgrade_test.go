@@ -8,7 +8,7 @@ import (
 
 	"eaimq/internal/brokertest"
 	"eaimq/internal/cli"
-	"eaimq/internal/topo"
+	"eaimq/internal/topo/topotest"
 )
 
 // brokerVersion is the tests' broker's version, as connection.start says.
@@ -108,12 +108,7 @@ func TestCheckMirroredPolicy(t *testing.T) {
 // claim.in answers its finding, and -migrate quorum answers both.
 func TestCheckOlderQuorumQueues(t *testing.T) {
 	vh := brokertest.New(t)
-	ch := vh.Channel(t)
-	for _, s := range topo.QueuesFor(topo.Quorum) {
-		if err := topo.DeclareQueue(ch, topo.WithoutLimit(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	topotest.DeclareOlderQuorum(t, vh)
 	code, stdout, stderr := runTopology(t, vh, "-queue-type", "quorum")
 	if code != 0 || !strings.Contains(stderr, "topology: warning: quorum queue claim.in") || !strings.Contains(stderr, "topology: warning: quorum queue claim.dead") {
 		t.Fatalf("topology -queue-type quorum on the older queues: exit %d\n%s%s", code, stdout, stderr)
