@@ -61,8 +61,9 @@
 //
 // Flags:
 //
-//	-node       node to ask; default rabbit@localhost if it answers, else the
-//	            node rabbitmqctl reaches by default
+//	-node       node to ask; default: the node of EAIMQ_RABBITMQCTL when it is
+//	            set, else rabbit@localhost if it answers, else the node
+//	            rabbitmqctl reaches by default
 //	-o          status file (default /root/eaimw/mq/status.txt); "-" writes
 //	            nothing. What the path names decides how it is written:
 //	              a regular file or a new path: atomically (a temporary file
@@ -99,6 +100,9 @@
 //
 //	EAI_AMQP_URL  its vhost is the one whose queues are listed (default
 //	              amqp://guest:guest@127.0.0.1:5672/%2F, the vhost /)
+//	EAIMQ_RABBITMQCTL  the command that is the broker's rabbitmqctl, split
+//	              at spaces ("rabbitmqctl -n rabbit@mq1", or another broker's
+//	              own: "rabbitmq4.sh ctl"); used when -node is not given
 //	PATH          where rabbitmqctl is found
 //
 // Exit status:

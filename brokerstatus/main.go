@@ -33,7 +33,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// A signal ends the wait for rabbitmqctl with exit 130, its processes
 	// killed (rabbitctl.Ctl.Run).
-	if cfg.status.Ctl, err = nodestatus.Find(ctx, cfg.node); err != nil {
+	if cfg.status.Ctl, err = nodestatus.Find(ctx, cfg.node, getenv); err != nil {
 		return err
 	}
 	return nodestatus.Report(ctx, cfg.status, stdout)

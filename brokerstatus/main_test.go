@@ -115,7 +115,21 @@ func TestWatermarkOnTheRealNode(t *testing.T) {
 	if w := s.Watermark; w.Kind != "absolute" || w.Bytes == nil || *w.Bytes != 512<<20 || w.LimitBytes != 512<<20 || !w.OK || w.Problem != "" {
 		t.Errorf("-json, absolute 512MiB: watermark %+v", w)
 	}
-	if s.Node != vh.Ctl.Node || !strings.HasPrefix(s.Version, "3.") || s.Saved == nil || *s.Saved != file || s.VHost != vh.Name || s.Alarms == nil {
+	conn, err := amqp.Dial(vh.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, _ := conn.Properties["version"].(string)
+	conn.Close()
+	node := vh.Ctl.Node
+	if node == "" { // EAIMQ_RABBITMQCTL's node
+		out, err := vh.Ctl.Run(context.Background(), "-q", "eval", "node().")
+		if err != nil {
+			t.Fatal(err)
+		}
+		node = strings.Trim(strings.TrimSpace(string(out)), "'")
+	}
+	if s.Node != node || s.Version != version || s.Saved == nil || *s.Saved != file || s.VHost != vh.Name || s.Alarms == nil {
 		t.Errorf("-json: %+v", s)
 	}
 	found := false

@@ -18,6 +18,7 @@ type config struct {
 	delay time.Duration
 	force int // 0: the fixture's rules
 	flap  bool
+	draft bool // enforce the Idempotency-Key draft
 	stats bool // print the counts of the claimsys at addr instead of serving
 	json  bool // with stats: the body of GET /_stats as it came
 }
@@ -34,6 +35,7 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.delay, "delay", 0, "`delay` before answering each claim")
 	fs.IntVar(&c.force, "force-status", 0, "answer every claim with this `status` (0: the fixture's rules)")
 	fs.BoolVar(&c.flap, "flap", false, "alternate 503 and 201 on every call")
+	fs.BoolVar(&c.draft, "idempotency-draft", false, "enforce the Idempotency-Key draft: another payload under a used key 422, a key in progress 409")
 	fs.BoolVar(&c.stats, "stats", false, "print the counts of the claimsys running at -addr, and exit")
 	fs.BoolVar(&c.json, "json", false, "with -stats: print GET /_stats as it came, JSON")
 	if err := cli.Flags(fs, doc, args, stdout); err != nil {

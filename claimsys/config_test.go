@@ -39,6 +39,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "-force-status 600", args: []string{"-force-status", "600"}, code: 2, msg: "-force-status 600: want 0"},
 		{name: "-flap", args: []string{"-flap"}, want: with(func(c *config) { c.flap = true })},
 		{name: "--flap", args: []string{"--flap"}, want: with(func(c *config) { c.flap = true })},
+		{name: "-idempotency-draft", args: []string{"-idempotency-draft"}, want: with(func(c *config) { c.draft = true })},
+		{name: "--idempotency-draft=false", args: []string{"--idempotency-draft=false"}, want: base},
 		{name: "-stats", args: []string{"-stats"}, want: with(func(c *config) { c.stats = true })},
 		{name: "--stats --json", args: []string{"--stats", "--json"}, want: with(func(c *config) { c.stats, c.json = true, true })},
 		{name: "-json without -stats", args: []string{"-json"}, code: 2, msg: "-json goes with -stats"},

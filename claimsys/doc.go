@@ -5,6 +5,7 @@
 // Usage:
 //
 //	claimsys [-addr 127.0.0.1:9202] [-delay 0] [-force-status 0] [-flap]
+//	         [-idempotency-draft]
 //	claimsys -stats [-json] [-addr 127.0.0.1:9202]
 //	claimsys -h | -version
 //
@@ -19,6 +20,10 @@
 //	                  fixture's rules: 0 (the rules, default) or a final
 //	                  HTTP status, 200 to 599 (a 1xx is not an answer)
 //	-flap             alternate 503 and 201 on every call, whatever the claim
+//	-idempotency-draft
+//	                  enforce the IETF Idempotency-Key draft
+//	                  (draft-ietf-httpapi-idempotency-key-header), as a
+//	                  partner that follows it would; see Idempotency-Key
 //	-stats            do not serve: ask the claimsys running at -addr for
 //	                  its counts and print one line per claim (guid, calls,
 //	                  201s, last status), then the totals, for scripts and
@@ -46,6 +51,10 @@
 //	g-2 1 0 422
 //	# total 2, max concurrency 1, idempotency-key repeats 0
 //
+// and, when the draft answered any call, a line of its counts:
+//
+//	# idempotency draft: 1 reused (422), 1 in progress (409), 2 replayed
+//
 // Endpoints:
 //
 //	POST /v1/claims  a claim JSON; the fixture's rules, in this order:
@@ -57,7 +66,9 @@
 //	                 "by_claim_id", "by_status", "accepted_by_guid",
 //	                 "last_status_by_guid", "max_concurrency",
 //	                 "idempotency_key_repeats" (calls repeating an
-//	                 Idempotency-Key already answered 201), "held"
+//	                 Idempotency-Key already answered 201), "held",
+//	                 "idempotency_draft" ({"reused_422","in_progress_409",
+//	                 "replayed"}: the draft's answers, not in "total")
 //	POST /_control   change the behaviour while running; every field is
 //	                 optional, an unknown field or a value out of range is
 //	                 400 and changes nothing:
@@ -67,6 +78,8 @@
 //	                   "honour_idempotency_key": true
 //	                                              answer a repeated key with 200
 //	                                              instead of processing it again
+//	                   "idempotency_draft": true  as -idempotency-draft; false
+//	                                              undoes it
 //	                   "hold_after": 25           after 25 calls in all were
 //	                                              answered 201, hold every
 //	                                              further call unanswered (-1:
@@ -75,6 +88,24 @@
 //	                                              open the gate
 //	                   "reset": true              zero the counts, open the gate
 //	GET  /healthz    200 {"status":"ok"} while it serves
+//
+// Idempotency-Key: with -idempotency-draft, each key is remembered with
+// the SHA-256 of its first request's body, from the moment it arrives
+// (before -delay and the gate):
+//
+//	a key never seen                 processed by the rules above
+//	seen, another body               422, application/problem+json
+//	                                 ("Idempotency-Key is already used")
+//	seen, same body, not answered    409, application/problem+json ("A
+//	                                 request is outstanding"): held at
+//	                                 the gate or in its -delay
+//	seen, same body, answered        the first answer's status again, not
+//	                                 processed again (not in "total");
+//	                                 a transient answer (5xx, 408, 429)
+//	                                 is not kept: the retry is processed
+//
+// A request without the header is processed by the rules. "reset" forgets
+// the keys.
 //
 // To get a 422, send a claim without documents:
 //

@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	srv := claimsys.New()
 	ms := int(cfg.delay.Milliseconds())
-	srv.Set(claimsys.Control{DelayMS: &ms, ForceStatus: &cfg.force, Flap: &cfg.flap})
+	srv.Set(claimsys.Control{DelayMS: &ms, ForceStatus: &cfg.force, Flap: &cfg.flap, IdempotencyDraft: &cfg.draft})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fail.Errorf(fail.Failed, "listen on %s: %w", cfg.addr, err)
@@ -114,5 +114,8 @@ func printStats(ctx context.Context, addr string, raw bool, w io.Writer) error {
 		fmt.Fprintf(w, "%s %d %d %d\n", g, st.ByGuid[g], st.Accepted[g], st.LastStatus[g])
 	}
 	fmt.Fprintf(w, "# total %d, max concurrency %d, idempotency-key repeats %d\n", st.Total, st.MaxConcurrency, st.Absorbable)
+	if d := st.Draft; d != (claimsys.KeyCounts{}) {
+		fmt.Fprintf(w, "# idempotency draft: %d reused (422), %d in progress (409), %d replayed\n", d.Reused, d.InProgress, d.Replayed)
+	}
 	return nil
 }

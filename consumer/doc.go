@@ -13,8 +13,12 @@
 // Each delivery's body is POSTed unchanged to URL/v1/claims (a trailing slash
 // or a URL already ending in /v1/claims works too) with its content type
 // (application/json when it has none) and an Idempotency-Key header equal to
-// the message_id. Deliveries are acked manually, never automatically, and
-// only after their outcome is recorded:
+// the message_id; a copy dlq edited sends its own key instead, the
+// idempotency_key of its x-eaimq-edited header (message_id+edit.<16 hex>,
+// when it names this claim and is a valid header value), so that a
+// partner following the IETF draft does not answer the fixed claim 422 as
+// a reused key (docs/partners.md). Deliveries are acked manually, never
+// automatically, and only after their outcome is recorded:
 //
 //	partner answer        what the consumer does
 //	201                   record the message_id as processed, then ack
@@ -23,10 +27,11 @@
 //	                      "unexpected 200: not a creation" (a proxy's or a
 //	                      health page's 200 is never recorded as delivered)
 //	422 and other 4xx     reject(requeue=false): dead-lettered via eai.dlx
-//	  (not 408, 429)      to claim.dead; requeueing would loop forever
-//	5xx, 408, 429,        transient: nack(requeue=true) once; when the
+//	  (not 408, 409, 429) to claim.dead; requeueing would loop forever
+//	5xx, 408, 409, 429,   transient: nack(requeue=true) once; when the
 //	no answer (refused,   redelivered copy fails again, reject(requeue=false)
-//	reset, timeout)
+//	reset, timeout)       (409 is the draft's "a request with this key is
+//	                      still being processed": the next try gets its answer)
 //	1xx, 3xx              unexpected: the transient rule, so never a loop
 //	                      (a redirect is an answer, never followed)
 //	(no call: the         ack without calling the partner

@@ -21,6 +21,7 @@ import (
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlq"
+	"eaimq/internal/partner"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -225,7 +226,7 @@ func TestEditBody(t *testing.T) {
 	}
 	fixed := `{"guid":"nodocs-0","claimId":"C-N0","docs":["report.pdf"],"amount":1200}`
 	good := write("good.json", fixed)
-	key := dlq.IdempotencyKey("nodocs-0", []byte(fixed))
+	key := partner.EditKey("nodocs-0", []byte(fixed))
 	if !strings.HasPrefix(key, "nodocs-0+edit.") || len(key) != len("nodocs-0+edit.")+16 {
 		t.Fatalf("key %q", key)
 	}
@@ -356,7 +357,7 @@ func TestAuditTrail(t *testing.T) {
 	if nd := es[0].NotDone; len(nd) != 1 || nd[0].ID != "nope" || es[0].Target != "busy-0 nope" {
 		t.Errorf("replay entry: %+v", es[0])
 	}
-	if e := es[1].Edit; e == nil || e.IdempotencyKey != dlq.IdempotencyKey("nodocs-0", []byte(`{"guid":"nodocs-0","claimId":"C-N0","docs":["r.pdf"]}`)) {
+	if e := es[1].Edit; e == nil || e.IdempotencyKey != partner.EditKey("nodocs-0", []byte(`{"guid":"nodocs-0","claimId":"C-N0","docs":["r.pdf"]}`)) {
 		t.Errorf("edit entry: %+v", es[1].Edit)
 	}
 	code, out, _ := w.dlq("history", "nodocs-0")

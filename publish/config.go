@@ -16,12 +16,12 @@ import (
 
 // Ranges of the numeric flags. Past a point a wider window adds no
 // throughput (BenchmarkPublishVsBare; docs/figures.md) and costs memory
-// per slot; RabbitMQ's default max_message_size is 128 MiB; a confirm or
-// a connection that takes more than an hour is a failure to report, not
-// to wait for.
+// per slot; -max-bytes follows RabbitMQ's largest message (publish.MaxMaxBytes);
+// a confirm or a connection that takes more than an hour is a failure to
+// report, not to wait for.
 const (
 	maxWindow   = 10000
-	maxMaxBytes = 128 << 20
+	maxMaxBytes = publish.MaxMaxBytes
 	minTimeout  = 100 * time.Millisecond
 	maxTimeout  = time.Hour
 )
@@ -43,7 +43,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	var progress string
 	fs.IntVar(&p.Window, "window", 256, fmt.Sprintf("`n` confirms outstanding at once, 1 to %d", maxWindow))
 	fs.DurationVar(&p.Timeout, "timeout", 10*time.Second, fmt.Sprintf("longest `wait` for a confirm and for the connection, %s to %s", minTimeout, maxTimeout))
-	fs.Int64Var(&p.MaxBytes, "max-bytes", 1<<20, fmt.Sprintf("largest claim file accepted, in `bytes`, 1 to %d (128 MiB, RabbitMQ's default limit)", maxMaxBytes))
+	fs.Int64Var(&p.MaxBytes, "max-bytes", publish.DefaultMaxBytes, fmt.Sprintf("largest claim file accepted, in `bytes`, 1 to %d (128 MiB, RabbitMQ 3.x's default limit)", maxMaxBytes))
 	fs.BoolVar(&p.KeepGoing, "keep-going", false, "publish the valid files even if some are invalid")
 	fs.StringVar(&progress, "progress", "auto", "progress on stderr: `mode` auto (terminal only), always, never")
 	fs.BoolVar(&c.json, "json", false, "print the summary as one JSON object")
@@ -58,7 +58,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	case p.Timeout < minTimeout || p.Timeout > maxTimeout:
 		return config{}, cli.Usagef("-timeout %s is out of range: %s to %s", p.Timeout, minTimeout, maxTimeout)
 	case p.MaxBytes < 1 || p.MaxBytes > maxMaxBytes:
-		return config{}, cli.Usagef("-max-bytes %d is out of range: 1 to %d (128 MiB, RabbitMQ's default largest message)", p.MaxBytes, maxMaxBytes)
+		return config{}, cli.Usagef("-max-bytes %d is out of range: 1 to %d (128 MiB, RabbitMQ 3.x's default largest message)", p.MaxBytes, maxMaxBytes)
 	case progress != "auto" && progress != "always" && progress != "never":
 		return config{}, cli.Usagef("-progress must be auto, always or never")
 	}

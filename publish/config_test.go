@@ -22,7 +22,7 @@ const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // the environment, and every range and usage mistake, without a broker.
 func TestParseConfig(t *testing.T) {
 	defaults := func(files ...string) config {
-		return config{publish: publish.Config{Files: files, Window: 256, Timeout: 10 * time.Second, MaxBytes: 1 << 20,
+		return config{publish: publish.Config{Files: files, Window: 256, Timeout: 10 * time.Second, MaxBytes: publish.DefaultMaxBytes,
 			Progress: publish.ProgressAuto, URL: broker.DefaultURL}}
 	}
 	with := func(f func(*config), files ...string) config {
@@ -95,7 +95,7 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"window 10001", []string{"--window", "10001", "x"}, nil, "-window 10001 is out of range: 1 to 10000", ""},
 		{"timeout 99ms", []string{"-timeout", "99ms", "x"}, nil, "-timeout 99ms is out of range: 100ms to 1h0m0s", ""},
 		{"timeout 1h1s", []string{"-timeout", "1h0m1s", "x"}, nil, "-timeout 1h0m1s is out of range: 100ms to 1h0m0s", ""},
-		{"max-bytes 0", []string{"-max-bytes", "0", "x"}, nil, "-max-bytes 0 is out of range: 1 to 134217728 (128 MiB, RabbitMQ's default largest message)", ""},
+		{"max-bytes 0", []string{"-max-bytes", "0", "x"}, nil, "-max-bytes 0 is out of range: 1 to 134217728 (128 MiB, RabbitMQ 3.x's default largest message)", ""},
 		{"max-bytes over", []string{"-max-bytes", "134217729", "x"}, nil, "-max-bytes 134217729 is out of range: 1 to 134217728", ""},
 		{"progress", []string{"-progress", "sometimes", "x"}, nil, "-progress must be auto, always or never", ""},
 		{"stdin twice", []string{"-", "a.json", "-"}, nil, "standard input (-) can be given once", ""},

@@ -37,6 +37,16 @@
 // is its 422 to give). If any file fails, nothing is published (exit 65)
 // unless -keep-going asks to send the valid ones.
 //
+// -max-bytes is 16 MiB by default: RabbitMQ 4.x's default largest message
+// (max_message_size), so that a claim publish passes is one every broker
+// version takes by default. RabbitMQ 3.x takes up to 128 MiB, which
+// -max-bytes 134217728 allows; a 4.x broker takes that much only when its
+// rabbitmq.conf raises max_message_size. A claim above the broker's
+// max_message_size is refused by the broker, which closes the channel
+// (406): publish counts that claim as nacked with the reason, those
+// published after it on the channel as unconfirmed, and exits 65 with
+// what to do. topology -check reports the broker's max_message_size.
+//
 // The check keeps each file's name, size, guid and checksum, not the
 // batch's bytes: past the first 8 MiB of claims, each file is read again
 // when its turn to be sent comes, so memory stays at a few claims however
@@ -66,8 +76,9 @@
 //	-window n       confirms outstanding at once, 1 to 10000 (default 256)
 //	-timeout d      longest wait for a confirm and for the connection,
 //	                100ms to 1h (default 10s)
-//	-max-bytes n    largest claim file accepted, 1 to 134217728, RabbitMQ's
-//	                default largest message of 128 MiB (default 1048576)
+//	-max-bytes n    largest claim file accepted, 1 to 134217728 (RabbitMQ
+//	                3.x's default largest message of 128 MiB); default
+//	                16777216, RabbitMQ 4.x's default largest message
 //	-keep-going     publish the valid files even if some are invalid
 //	-progress mode  auto, always or never (default auto); see Output
 //	-json           print the summary as one JSON object (see Output)
@@ -138,5 +149,7 @@
 //	3    a claim was returned as unroutable (no queue bound)
 //	65   a file is not a valid claim (missing, unreadable, not a JSON
 //	     object, too large, no usable guid), or it changed between the check
-//	     and its sending
+//	     and its sending; or the broker refused a claim larger than its
+//	     max_message_size (and closed the channel: the claims published
+//	     after it are unconfirmed)
 package main

@@ -51,6 +51,7 @@ bench 'ConsumerHistory' ./consumer "${rounds}x"
 $quick || bench 'ConsumerRSS' ./consumer 1x
 $quick || bench 'DLQListRSS' ./dlq 1x
 $quick || bench 'DLQServeGroups' ./dlq 1x
+$quick || bench 'ConsumerLargeClaimsRSS' ./internal/e2e 1x
 bench 'ScaleOutPostgres' ./consumer "${rounds}x"
 bench 'StoreGrowth' ./internal/store 1x
 bench 'BeginFinish$' ./internal/store 3000x
@@ -120,6 +121,10 @@ figure "drain rate with 1,000,000 earlier records in the store vs an empty store
 	"$(metric ConsumerHistory History 1M/empty)" ge 0.9 "$b ConsumerHistory -benchtime 3x ./consumer"
 figure "consumer RSS after 200,000 claims / after 10,000, one process ($(metric ConsumerRSS RSS MiB-at-10k) → $(metric ConsumerRSS RSS MiB-at-200k) MiB)" \
 	"$(metric ConsumerRSS RSS rss200k/rss10k)" le 1.10 "$b ConsumerRSS -benchtime 1x ./consumer"
+figure "consumer peak RSS over 40 claims of 16 MiB, prefetch 5, MiB (1 KiB claims: $(metric ConsumerLargeClaimsRSS LargeClaimsRSS MiB-peak-1KiB) MiB; bound: 16 + 4 x prefetch x 16 MiB)" \
+	"$(metric ConsumerLargeClaimsRSS LargeClaimsRSS MiB-peak-16MiB)" le 336 "$b ConsumerLargeClaimsRSS -benchtime 1x ./internal/e2e"
+figure "the same over 80 claims / over 40: not growing with the claims" \
+	"$(metric ConsumerLargeClaimsRSS LargeClaimsRSS peak-80/peak-40)" le 1.15 "(the same)"
 figure "SQLite file per 1,000,000 delivered claims, MiB (no retention)" \
 	"$(metric StoreGrowth Growth MiB-per-1M-claims)" - "" "$b StoreGrowth -benchtime 1x ./internal/store"
 figure "SQLite file after pruning 100,000 records and 100,000 more claims / after the first 100,000" \

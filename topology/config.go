@@ -18,6 +18,7 @@ type config struct {
 	vhost   string // the vhost url names
 	timeout time.Duration
 	check   bool
+	strict  bool // -check: the pre-upgrade findings exit 1
 	json    bool
 	kind    topo.QueueType // -queue-type
 	migrate topo.QueueType // -migrate; "" when not asked
@@ -32,6 +33,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs := flag.NewFlagSet("topology", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	check := fs.Bool("check", false, "verify the topology and change nothing")
+	strict := fs.Bool("strict", false, "with -check: exit 1 when the pre-upgrade check (RabbitMQ 4.x) finds anything")
 	timeout := fs.Duration("timeout", 10*time.Second, "connection `timeout`")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
 	queueType := fs.String("queue-type", string(topo.Classic), "`type` of claim.in and claim.dead: classic or quorum")
@@ -43,7 +45,10 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	if fs.NArg() > 0 {
 		return config{}, cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
-	c := config{timeout: *timeout, check: *check, json: *asJSON}
+	c := config{timeout: *timeout, check: *check, strict: *strict, json: *asJSON}
+	if c.strict && !c.check {
+		return config{}, cli.Usagef("-strict goes with -check")
+	}
 	var err error
 	if c.kind, err = topo.ParseQueueType(*queueType); err != nil {
 		return config{}, cli.Usagef("-queue-type: %v", err)

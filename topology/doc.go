@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	topology [-check] [-json] [-queue-type classic|quorum] [-timeout d]
+//	topology [-check [-strict]] [-json] [-queue-type classic|quorum] [-timeout d]
 //	topology -migrate classic|quorum [-timeout d]
 //	topology -h | -version
 //
@@ -26,17 +26,39 @@
 // replicated over the nodes of a cluster (scripts/cluster.sh starts a
 // local one); the lab's single node takes them too:
 //
-//	queue    claim.dead  durable, x-queue-type=quorum
+//	queue    claim.dead  durable, x-queue-type=quorum,
+//	                     x-delivery-limit=2147483647
 //	queue    claim.in    durable, x-queue-type=quorum,
 //	                     x-dead-letter-exchange=eai.dlx,
 //	                     x-dead-letter-routing-key=claim.dead,
 //	                     x-dead-letter-strategy=at-least-once,
-//	                     x-overflow=reject-publish
+//	                     x-overflow=reject-publish,
+//	                     x-delivery-limit=20
 //
 // At-least-once dead-lettering keeps a rejected claim in claim.in until
 // claim.dead has confirmed it (the default drops it from claim.in first,
 // and a node failing in between loses it); the broker does it only for a
 // queue with x-overflow=reject-publish.
+//
+// A quorum queue counts every return of a message (a nack with requeue, a
+// channel or connection closed with it unacked) and at its delivery limit
+// dead-letters it, or drops it when the queue has no dead-letter exchange.
+// RabbitMQ 3.x sets no limit, 4.x a default of 20; topology sets one
+// explicitly, the same on both. claim.in's is 20: the consumer returns a
+// claim at most once itself (the requeue-once rule), so 20 returns are a
+// crash loop, and the claim is dead-lettered to claim.dead with the
+// x-death reason delivery_limit, to be replayed with dlq, instead of
+// taking the consumers down again and again. claim.dead has no
+// dead-letter exchange and dlq returns every dead letter it reads, so its
+// limit is as high as every version takes (2147483647; 4.x's -1, "no
+// limit", makes 3.x drop a message at its first return). Classic queues
+// have no delivery limit on any version.
+//
+// Quorum queues declared before topology set the limit (their arguments
+// cannot change in place) are kept as they are, with a warning on stderr
+// and "kept_without_delivery_limit" in -json, rather than failing with
+// 406: -check reports them, and -migrate quorum, or a policy with
+// delivery-limit (docs/upgrade.md), gives them the limit.
 //
 // If an object already exists with other properties, the broker answers
 // 406 PRECONDITION_FAILED; topology prints which property differs, what it
@@ -47,7 +69,8 @@
 // never deletes a queue.
 //
 // With -migrate TYPE it moves claim.dead, then claim.in, to queues of that
-// type, claims and all, losing none. A queue's type cannot be changed in
+// type, claims and all, losing none; -migrate quorum also moves a quorum
+// queue declared without its delivery limit to one with it. A queue's type cannot be changed in
 // place, so each goes through a temporary queue of the new type,
 // NAME.migrating: it is bound as NAME is, NAME is unbound (new claims now
 // land in the temporary queue), every message is moved into it, NAME is
@@ -83,11 +106,38 @@
 // reported on its own line. -check checks the queues of -queue-type (classic
 // by default): a quorum queue's line shows x-queue-type=quorum, and a queue
 // of the other type is reported as such ("a quorum queue, not classic
-// (N ready); topology -migrate classic moves it, claims and all").
+// (N ready); topology -migrate classic moves it, claims and all"). A quorum
+// queue declared without its delivery limit is ok, and says so.
+//
+// -check is also a pre-upgrade check: after the contract's lines, lines
+// starting "4.x:" say what would change or break on RabbitMQ 4.x for the
+// deployment it is pointed at (docs/upgrade.md):
+//
+//	the broker's version (from AMQP's connection.start; every node's
+//	  from rabbitmqctl cluster_status) and the upgrade path from it: a
+//	  rolling upgrade cannot skip a minor version, so 3.10 goes through
+//	  3.11.18, 3.12 and 3.13, or to a new 4.x cluster;
+//	stable feature flags still disabled, and khepri_db on 3.13;
+//	queues covered by a classic mirroring (ha-*) policy: 4.x has none;
+//	quorum queues without an explicit delivery limit (argument, policy
+//	  or operator policy), where 4.x's default of 20 dead-letters, or
+//	  drops; and quorum queues that dead-letter at most once;
+//	transient non-exclusive queues, and channels with global QoS (3.12
+//	  and older) or the deprecated features in use (3.13 and later);
+//	a max_message_size below publish's default -max-bytes (16 MiB), and
+//	  the consumer_timeout.
+//
+// What AMQP cannot see is read with rabbitmqctl (EAIMQ_RABBITMQCTL, else
+// the node on this machine that listens on the URL's port); a note says
+// what could not be checked. The findings are warnings: they never change
+// the contract's result or its exit status; with -strict, a check whose
+// contract is sound exits 1 when there is one.
 //
 // Flags (-flag and --flag are the same):
 //
-//	-check       verify the topology and change nothing
+//	-check       verify the topology and change nothing; then the
+//	             pre-upgrade check for RabbitMQ 4.x
+//	-strict      with -check: exit 1 when the pre-upgrade check warns
 //	-json        print the result as one JSON object (see Output)
 //	-queue-type t
 //	             classic (default) or quorum: the type of claim.in and
@@ -148,8 +198,14 @@
 //	PROBLEM binding eai.dlx -> claim.dead (key claim.dead): missing (run topology)
 //
 // and a line starting with "note" when the bindings could not be verified
-// (the broker is not on this machine, or rabbitmqctl failed). A failed
-// declaration prints nothing on stdout; a check that cannot finish (the
+// (the broker is not on this machine, or rabbitmqctl failed). Then the
+// pre-upgrade check's lines, starting "ok", "warn" or "note", and "4.x:":
+//
+//	ok      4.x: broker RabbitMQ 3.10.8: nodes: rabbit@localhost 3.10.8
+//	warn    4.x: upgrade path: 3.10.8 cannot become 4.x in one step: ...
+//	warn    4.x: classic mirrored queues: policy mirror (ha-mode=all) mirrors claim.dead, claim.in: ...
+//
+// A failed declaration prints nothing on stdout; a check that cannot finish (the
 // connection is lost) stops after the lines printed so far.
 //
 // With -json, stdout holds one JSON object on one line instead. After a
@@ -162,17 +218,25 @@
 //
 //	{"vhost":"/","ok":false,"items":[{"what":"exchange eai.dlx (direct, durable)",
 //	 "ok":true,"detail":""},...,{"what":"binding eai.dlx -> claim.dead (key claim.dead)",
-//	 "ok":false,"detail":"missing (run topology)"}],"notes":["bindings not verified: ..."]}
+//	 "ok":false,"detail":"missing (run topology)"}],"notes":["bindings not verified: ..."],
+//	 "upgrade":{"broker":"RabbitMQ 3.10.8","version":"3.10.8","ok":false,
+//	 "items":[{"what":"4.x: upgrade path","ok":false,"detail":"..."},...],"notes":[...]}}
+//
+// (upgrade.ok is false when a finding warns; it never changes ok.)
 //
 // When the declaration fails or the check cannot finish, -json prints
 // nothing on stdout; the error is on stderr.
 //
 // Exit status:
 //
-//	0    declared (or, with -check, everything is as the contract says;
-//	     with -migrate, both queues are of the type asked)
+//	0    declared (or, with -check, everything is as the contract says,
+//	     whatever the pre-upgrade check found; with -migrate, both queues
+//	     are of the type asked)
+//	1    -check -strict: the contract is sound, but the pre-upgrade check
+//	     warns of something RabbitMQ 4.x would change or break
 //	2    usage error (an unknown -queue-type or -migrate type, -migrate
-//	     with -check or -json or another -queue-type), or an EAI_AMQP_URL that cannot be used (unparsable,
+//	     with -check or -json or another -queue-type, -strict without
+//	     -check), or an EAI_AMQP_URL that cannot be used (unparsable,
 //	     port out of range)
 //	69   the broker cannot be reached: refused, unreachable, no answer
 //	     within -timeout, or amqps:// against a port that does not speak TLS;

@@ -53,21 +53,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case cfg.migrate != "":
 		return migrate.Run(ctx, conn, migrate.Config{VHost: cfg.vhost, To: cfg.migrate}, stdout)
 	case cfg.check:
-		cc := check.Config{URL: cfg.url, VHost: cfg.vhost, Kind: cfg.kind, Plan: cfg.plan, JSON: cfg.json}
+		cc := check.Config{URL: cfg.url, VHost: cfg.vhost, Kind: cfg.kind, Plan: cfg.plan, JSON: cfg.json, Strict: cfg.strict}
 		if ctl, ok := rabbitctl.FromEnv(getenv); ok {
 			cc.Ctl = &ctl
 		}
 		return check.Run(ctx, conn, cc, stdout)
 	}
-	return declare(conn, cfg, stdout)
+	return declare(conn, cfg, stdout, stderr)
 }
 
 // declare declares the contract with queues of cfg.kind, then cfg.plan's
 // delay queues, and says so.
-func declare(conn *amqp.Connection, cfg config, stdout io.Writer) error {
+func declare(conn *amqp.Connection, cfg config, stdout, stderr io.Writer) error {
 	kind, plan := cfg.kind, cfg.plan
-	if err := topo.DeclareFor(conn, kind); err != nil {
+	kept, err := topo.DeclareKept(conn, kind)
+	if err != nil {
 		return topo.Explain(conn, err, cfg.vhost, kind)
+	}
+	for _, q := range kept {
+		// Not an error: the queue works as it did. But on RabbitMQ 4 it
+		// has the broker's default limit, and claim.dead then drops.
+		fmt.Fprintf(stderr, "topology: warning: %s\n", keptWarning(q, cfg.vhost))
 	}
 	// The delay queues last: they dead-letter into eai.claim, which now
 	// exists, so a claim that expires in one always has its way back.
@@ -79,7 +85,7 @@ func declare(conn *amqp.Connection, cfg config, stdout io.Writer) error {
 		enc.SetEscapeHTML(false)
 		enc.Encode(declared{VHost: cfg.vhost, Declared: counts{ // numbers: only the write can fail, as with text
 			Exchanges: len(topo.Exchanges), Queues: len(topo.QueuesFor(kind)), Bindings: len(topo.Bindings),
-			DelayQueues: len(plan.Queues())}})
+			DelayQueues: len(plan.Queues())}, KeptWithoutLimit: kept})
 		return nil
 	}
 	queues := fmt.Sprintf("%d queues", len(topo.QueuesFor(kind)))
@@ -128,6 +134,22 @@ func retryQueueNames(plan retry.Plan) []string {
 type declared struct {
 	VHost    string `json:"vhost"`
 	Declared counts `json:"declared"`
+	// KeptWithoutLimit: the quorum queues kept as an older eaimq declared
+	// them, without x-delivery-limit (topo.DeclareKept).
+	KeptWithoutLimit []string `json:"kept_without_delivery_limit,omitempty"`
+}
+
+// keptWarning is what topology says of a quorum queue it kept without its
+// delivery limit, and how to give it one.
+func keptWarning(queue, vhost string) string {
+	limit, effect := topo.DeliveryLimit, "dead-letters a claim returned 20 times to claim.dead"
+	if queue == topo.DeadQueue {
+		limit, effect = topo.DeadDeliveryLimit, "drops a dead letter returned 20 times (dlq returns each one it reads)"
+	}
+	return fmt.Sprintf("quorum queue %s in vhost %q was declared without %s=%d, and a queue's arguments cannot change in place: "+
+		"kept as it is. RabbitMQ 3.x sets no limit; 4.x %s. Give it the limit with topology -migrate quorum "+
+		"(consumers stopped), or a policy with \"delivery-limit\":%d (docs/upgrade.md)",
+		queue, vhost, topo.DeliveryLimitArg, limit, effect, limit)
 }
 
 type counts struct {

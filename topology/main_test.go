@@ -171,6 +171,13 @@ func TestJSON(t *testing.T) {
 		Items    []item  `json:"items"`
 		Notes    []string
 		Declared *struct{ Exchanges, Queues, Bindings int }
+		// The pre-upgrade check's findings, after -check (upgrade_test.go).
+		Upgrade *struct {
+			Broker, Version string
+			OK              bool
+			Items           []item
+			Notes           []string
+		}
 	}
 	decode := func(args []string, stdout string) result {
 		t.Helper()
@@ -195,7 +202,7 @@ func TestJSON(t *testing.T) {
 			t.Fatalf("-check -json: exit %d, want %d\n%s", code, wantCode, stderr)
 		}
 		r := decode([]string{"-check", "-json"}, stdout)
-		if r.OK == nil || *r.OK != (wantCode == 0) || r.Declared != nil || len(r.Notes) != 0 {
+		if r.OK == nil || *r.OK != (wantCode == 0) || r.Declared != nil || len(r.Notes) != 0 || r.Upgrade == nil || len(r.Upgrade.Items) == 0 {
 			t.Errorf("-check -json: %s", stdout)
 		}
 		var bad []string
@@ -227,7 +234,7 @@ func TestJSON(t *testing.T) {
 		t.Fatalf("-json: exit %d\n%s", code, stderr)
 	}
 	r := decode([]string{"-json"}, stdout)
-	if r.Declared == nil || *r.Declared != (struct{ Exchanges, Queues, Bindings int }{2, 2, 2}) || r.OK != nil || r.Items != nil {
+	if r.Declared == nil || *r.Declared != (struct{ Exchanges, Queues, Bindings int }{2, 2, 2}) || r.OK != nil || r.Items != nil || r.Upgrade != nil {
 		t.Errorf("-json: %s", stdout)
 	}
 	check(0, nil)

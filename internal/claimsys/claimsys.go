@@ -11,6 +11,14 @@
 // of 201s every further call is held, unanswered, until released, so that
 // a test can make a fault happen while claims are outstanding instead of
 // racing the consumer to it.
+//
+// Asked to (Control.IdempotencyDraft, claimsys -idempotency-draft), it
+// enforces the IETF draft for the Idempotency-Key header
+// (draft-ietf-httpapi-idempotency-key-header): a key seen before with
+// another payload is answered 422, a key whose first request is still
+// being processed 409, and a key whose request completed with the same
+// payload gets that first answer's status again without being processed
+// again (draft.go).
 package claimsys
 
 import (
@@ -26,6 +34,10 @@ import (
 // is caught rather than hanging a demo.
 const MaxDelay = 10 * time.Minute
 
+// MaxBody is the largest claim read whole: publish's largest (-max-bytes
+// up to 128 MiB). A longer body is cut there, and is then no JSON: 400.
+const MaxBody = 128 << 20
+
 // ValidStatus reports whether code can be forced on every call: a final
 // HTTP status, 200 to 599. 1xx is informational (net/http would send it
 // and then a 200), below 100 makes net/http panic on every request.
@@ -39,6 +51,9 @@ type Server struct {
 	flap        bool // alternate 503, 201, 503, ... (per call)
 	flapNext    int
 	honourKey   bool // answer a repeated Idempotency-Key with its first 201, without counting a new claim
+	draft       bool // enforce the Idempotency-Key draft (draft.go)
+	keys        map[string]*keyState
+	keyCounts   KeyCounts
 	total       int
 	byGuid      map[string]int
 	byClaimID   map[string]int
@@ -99,6 +114,8 @@ func (s *Server) reset() {
 	s.last = map[string]int{}
 	s.keysOK = map[string]bool{}
 	s.callTimes = map[string][]time.Time{}
+	s.keys = map[string]*keyState{}
+	s.keyCounts = KeyCounts{}
 }
 
 // Control is the runtime behaviour, settable in-process or by POST /_control.
@@ -107,6 +124,10 @@ type Control struct {
 	ForceStatus *int  `json:"force_status,omitempty"` // 0 (the fixture's rules) or ValidStatus
 	Flap        *bool `json:"flap,omitempty"`
 	HonourKey   *bool `json:"honour_idempotency_key,omitempty"`
+	// IdempotencyDraft enforces the Idempotency-Key draft: another payload
+	// under a key seen before is 422, a key still in progress 409, a key
+	// completed with the same payload its first status again.
+	IdempotencyDraft *bool `json:"idempotency_draft,omitempty"`
 	// HoldAfter closes the gate once N calls in all were answered 201
 	// (counted since start or the last reset, so 0 holds the very next
 	// call): every call deciding after that waits, unanswered, until
@@ -149,6 +170,9 @@ func (s *Server) Set(c Control) {
 	if c.HonourKey != nil {
 		s.honourKey = *c.HonourKey
 	}
+	if c.IdempotencyDraft != nil {
+		s.draft = *c.IdempotencyDraft
+	}
 	if c.HoldAfter != nil {
 		if *c.HoldAfter < 0 {
 			s.release()
@@ -182,6 +206,17 @@ type Stats struct {
 	// them twice.
 	Absorbable int `json:"idempotency_key_repeats"`
 	Held       int `json:"held"` // calls waiting at the gate now
+	// Draft is what enforcing the Idempotency-Key draft answered, when it
+	// is on; those calls are not counted in total or by_guid: they were
+	// not processed.
+	Draft KeyCounts `json:"idempotency_draft"`
+}
+
+// KeyCounts are the answers of the Idempotency-Key draft's checks.
+type KeyCounts struct {
+	Reused     int `json:"reused_422"`      // a key seen before, another payload
+	InProgress int `json:"in_progress_409"` // a key whose first request is not answered yet
+	Replayed   int `json:"replayed"`        // a key completed, the same payload: the first status again
 }
 
 // CallTimes returns when each guid's calls were answered, oldest first.
@@ -207,7 +242,8 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Total: s.total, ByGuid: map[string]int{}, ByClaimID: map[string]int{}, ByStatus: map[string]int{},
-		Accepted: map[string]int{}, LastStatus: map[string]int{}, MaxConcurrency: s.maxInflight, Absorbable: s.absorbable, Held: s.held}
+		Accepted: map[string]int{}, LastStatus: map[string]int{}, MaxConcurrency: s.maxInflight, Absorbable: s.absorbable, Held: s.held,
+		Draft: s.keyCounts}
 	for k, v := range s.byGuid {
 		st.ByGuid[k] = v
 	}

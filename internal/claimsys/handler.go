@@ -45,7 +45,7 @@ type claimBody struct {
 // claim answers POST /v1/claims: after the delay, and the gate, as the
 // fixture's rules (or the forced status, or the flap) say, counted.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody))
 	var c claimBody
 	if err == nil {
 		err = json.Unmarshal(body, &c)
@@ -53,6 +53,14 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 
 	s.mu.Lock()
+	draft := s.draft && key != ""
+	if draft {
+		if status, replay, process := s.draftCheck(key, body); !process {
+			s.mu.Unlock()
+			answerDraft(w, status, replay)
+			return
+		}
+	}
 	s.inflight++
 	s.maxInflight = max(s.maxInflight, s.inflight)
 	delay := s.delay
@@ -80,7 +88,11 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.down {
 		// Down: the call is cut off without an answer and without being
-		// counted, as if the connection had broken before it arrived.
+		// counted, as if the connection had broken before it arrived;
+		// so its key was never used either.
+		if draft {
+			delete(s.keys, key)
+		}
 		if hj, ok := w.(http.Hijacker); ok {
 			if c, _, err := hj.Hijack(); err == nil {
 				c.Close()
@@ -99,6 +111,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	s.total++
 	status := s.decide(c, err == nil)
+	if draft {
+		s.draftDone(key, status)
+	}
 	s.count(c, err == nil, key, status)
 	s.answer(w, c, status)
 }
@@ -177,5 +192,7 @@ func emptyDocs(raw json.RawMessage) bool {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	writeBody(w, v)
 }
+
+func writeBody(w http.ResponseWriter, v any) { json.NewEncoder(w).Encode(v) }

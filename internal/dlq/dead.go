@@ -10,6 +10,7 @@ import (
 
 	"eaimq/internal/claim"
 	"eaimq/internal/fail"
+	"eaimq/internal/partner"
 )
 
 // replayHeader counts how often a claim was replayed from the DLQ.
@@ -20,7 +21,7 @@ const replayHeader = "x-eaimq-replays"
 // through what it was edited, the sha256 of the body it replaced, and the
 // new Idempotency-Key the consumer sends for it, so that the claim's
 // history stays readable in the message itself.
-const editHeader = "x-eaimq-edited"
+const editHeader = partner.EditedHeader
 
 // deliveryLimit is the broker's x-death reason for a message a quorum
 // queue dead-lettered itself: delivered its delivery limit times without
@@ -77,7 +78,7 @@ func editOf(h amqp.Table) *Edited {
 	e.By, _ = t["by"].(string)
 	e.Via, _ = t["via"].(string)
 	e.PreviousSHA256, _ = t["previous_sha256"].(string)
-	e.IdempotencyKey, _ = t["idempotency_key"].(string)
+	e.IdempotencyKey, _ = t[partner.EditedKey].(string)
 	return e
 }
 

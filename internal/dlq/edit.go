@@ -15,6 +15,7 @@ import (
 	"eaimq/internal/audit"
 	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
+	"eaimq/internal/partner"
 )
 
 // EditSource is where dlq edit takes the new body from: a file (-body), or
@@ -37,24 +38,13 @@ func Editor(getenv func(string) string) string {
 	return "vi"
 }
 
-// IdempotencyKey is the Idempotency-Key a claim sent after an edit carries
-// (draft-ietf-httpapi-idempotency-key-header): a partner that follows the
-// draft answers 422 to a key reused with another body, so an edited body
-// needs a key of its own. It is derived from the message_id and the body,
-// so the same edit sent twice is one key; the consumer's dedup still keys
-// on the message_id.
-func IdempotencyKey(messageID string, body []byte) string {
-	sum := sha256.Sum256(body)
-	return messageID + "+edit." + hex.EncodeToString(sum[:])[:16]
-}
-
 func sha256hex(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 // audit is the edit's part of its audit entry. The copy's message_id is
 // the guid: checkEdit keeps the guid the dead letter's message_id, and a
 // dead letter without one gets the guid as publish would set it.
 func (e *edit) audit() *audit.Edit {
-	return &audit.Edit{PreviousSHA256: e.previous, SHA256: sha256hex(e.body), IdempotencyKey: IdempotencyKey(e.guid, e.body)}
+	return &audit.Edit{PreviousSHA256: e.previous, SHA256: sha256hex(e.body), IdempotencyKey: partner.EditKey(e.guid, e.body)}
 }
 
 // Edit is the command: it finds the one dead letter c.IDs names, takes a

@@ -11,6 +11,7 @@ import (
 
 	"eaimq/internal/confirm"
 	"eaimq/internal/fail"
+	"eaimq/internal/partner"
 	"eaimq/internal/topo"
 )
 
@@ -228,7 +229,7 @@ func copyOf(m *dead, e *edit) amqp.Publishing {
 			"by":              e.actor.Who,
 			"via":             e.actor.Via,
 			"previous_sha256": sha256hex(d.Body),
-			"idempotency_key": IdempotencyKey(id, e.body),
+			partner.EditedKey: partner.EditKey(id, e.body),
 		}
 		body = e.body
 	}

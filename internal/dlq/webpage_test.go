@@ -15,6 +15,7 @@ import (
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/dlqweb"
+	"eaimq/internal/partner"
 	"eaimq/internal/topo"
 )
 
@@ -132,7 +133,7 @@ func TestPageEditRecordsAndRefusesStale(t *testing.T) {
 		t.Fatalf("edit: %+v %v", rep, err)
 	}
 	d := w.vh.Drain(t, topo.Queue)
-	key := IdempotencyKey("nodocs-0", body)
+	key := partner.EditKey("nodocs-0", body)
 	if len(d) != 1 {
 		t.Fatalf("claim.in: %d", len(d))
 	}

@@ -18,8 +18,8 @@ import (
 
 	"eaimq/internal/audit"
 	"eaimq/internal/brokertest"
-	"eaimq/internal/dlq"
 	"eaimq/internal/dlqweb"
+	"eaimq/internal/partner"
 	"eaimq/internal/pgtest"
 	"eaimq/internal/topo"
 )
@@ -207,7 +207,7 @@ func TestDLQServeBrowserTeam(t *testing.T) {
 	})
 	must(t, ctx, "open web-1", chromedp.Navigate(srv.base+"/claim?id=web-1"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
 	events := text(t, ctx, "#events")
-	key := dlq.IdempotencyKey("web-1", []byte(draft))
+	key := partner.EditKey("web-1", []byte(draft))
 	if !brokertest.ContainsAll(events, "carol", "dlq serve", "edit", "done", key) {
 		t.Errorf("history on the claim page:\n%s", events)
 	}

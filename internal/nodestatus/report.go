@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"sync"
 
 	"eaimq/internal/fail"
@@ -19,13 +20,24 @@ type Config struct {
 	URL     string        // the AMQP URL (EAI_AMQP_URL) whose vhost's queues are listed
 }
 
-// Find is the node to ask: node, or when node is empty the one
-// rabbitctl.Detect finds (Unavailable when none answers).
-func Find(ctx context.Context, node string) (rabbitctl.Ctl, error) {
+// Find is the node to ask: node; else the command rabbitctl.EnvCtl names
+// (another broker's own rabbitmqctl), its node's name asked of it; else
+// the one rabbitctl.Detect finds. Unavailable when none answers.
+func Find(ctx context.Context, node string, getenv func(string) string) (rabbitctl.Ctl, error) {
 	if node != "" {
 		return rabbitctl.Ctl{Node: node}, nil
 	}
-	ctl, err := rabbitctl.Detect(ctx)
+	var ctl rabbitctl.Ctl
+	var err error
+	if c, ok := rabbitctl.FromEnv(getenv); ok {
+		ctl, err = c, nil
+		var out []byte
+		if out, err = c.Run(ctx, "-q", "eval", "node()."); err == nil {
+			ctl.Node = strings.Trim(strings.TrimSpace(string(out)), "'")
+		}
+	} else {
+		ctl, err = rabbitctl.Detect(ctx)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctl, fail.Errorf(fail.Interrupted, "interrupted while looking for a node")

@@ -62,13 +62,14 @@ type Answer struct {
 	RetryAfter time.Duration
 }
 
-// Post sends body unchanged. The Idempotency-Key (IETF httpapi draft) lets a
-// partner that honours it make harmless the one window we cannot close: it
-// answered 201 and we died before recording it.
+// Post sends body unchanged, with key as its Idempotency-Key (Key: the
+// message_id, or an edited copy's own key). The key (IETF httpapi draft)
+// lets a partner that honours it make harmless the one window we cannot
+// close: it answered 201 and we died before recording it.
 //
 // traceparent, when the message carried a valid W3C one, is forwarded as
 // it is, so that the partner's traces join the publisher's.
-func (p *Client) Post(ctx context.Context, body []byte, contentType, id, traceparent string) Answer {
+func (p *Client) Post(ctx context.Context, body []byte, contentType, key, traceparent string) Answer {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
@@ -78,7 +79,7 @@ func (p *Client) Post(ctx context.Context, body []byte, contentType, id, tracepa
 		contentType = "application/json"
 	}
 	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Idempotency-Key", id)
+	req.Header.Set("Idempotency-Key", key)
 	if traceparent != "" {
 		req.Header.Set("Traceparent", traceparent)
 	}

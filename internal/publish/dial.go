@@ -17,7 +17,22 @@ type dialed struct {
 	conn    *amqp.Connection
 	p       *confirm.Publisher
 	blocked chan amqp.Blocking
+	closed  chan *amqp.Error // the publishing channel's close, as the broker gave it
 	err     error
+}
+
+// closeReason is the broker's reason for closing the publishing channel,
+// or nil when it has not. A publish after the close fails with "channel
+// not open" (504); this is the 406 that closed it.
+func (d *dialed) closeReason() error {
+	select {
+	case e, ok := <-d.closed:
+		if ok && e != nil {
+			return e
+		}
+	default:
+	}
+	return nil
 }
 
 // blockedReason says why the broker blocks this connection, if it does.
@@ -63,7 +78,9 @@ func dialAsync(ctx context.Context, dialer broker.Dialer, url string, window int
 			err = topo.RequireExchange(ch, topo.Exchange)
 		}
 		var p *confirm.Publisher
+		var closed chan *amqp.Error
 		if err == nil {
+			closed = ch.NotifyClose(make(chan *amqp.Error, 1))
 			// Await's timeout is send's tick; send keeps the caller's
 			// Timeout itself, so that it can also watch for a signal.
 			p, err = confirm.New(ch, window, min(timeout, pollStep))
@@ -76,7 +93,7 @@ func dialAsync(ctx context.Context, dialer broker.Dialer, url string, window int
 		// A broker under a memory or disk alarm stops reading from
 		// publishers; its connection.blocked says why the confirm is late.
 		blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 64))
-		g.d = dialed{conn: conn, p: p, blocked: blocked}
+		g.d = dialed{conn: conn, p: p, blocked: blocked, closed: closed}
 	}()
 	return g
 }

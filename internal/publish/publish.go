@@ -26,6 +26,17 @@ import (
 	"eaimq/internal/fail"
 )
 
+// The largest claim publish accepts: by default (-max-bytes), RabbitMQ
+// 4.x's default largest message (max_message_size, 16 MiB), so that a
+// claim publish passes is one the broker takes on 3.x and 4.x alike; at
+// most RabbitMQ 3.x's default of 128 MiB, which 4.x reaches only when its
+// rabbitmq.conf raises max_message_size. A claim above the broker's
+// setting is refused by the broker itself (a 406 that closes the channel).
+const (
+	DefaultMaxBytes = 16 << 20
+	MaxMaxBytes     = 128 << 20
+)
+
 // Config is one publish run. Window, Timeout and MaxBytes must be at least
 // 1 (the program checks their ranges).
 type Config struct {
@@ -111,7 +122,14 @@ func publishFiles(ctx context.Context, cfg *Config, stdin io.Reader, stderr io.W
 	sendErr := send(ctx, d.p, cfg, b.claims, b.results, prog.update)
 	prog.finish()
 
+	limit := brokerMax(d.closeReason())
+	if limit > 0 {
+		b.refusedTooLarge(limit)
+	}
 	b.account(s, stderr)
+	if limit > 0 && ctx.Err() == nil {
+		return fail.New(fail.Data, tooLargeError(limit, s))
+	}
 	return verdict(ctx, s, sendErr, d)
 }
 

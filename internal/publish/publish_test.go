@@ -79,3 +79,24 @@ func TestRunRefusesBeforeSending(t *testing.T) {
 		t.Errorf("stderr %q", stderr.String())
 	}
 }
+
+// TestBrokerMax: the broker's refusal of a message above its
+// max_message_size (a 406 that closes the channel) is told from other
+// errors, with its limit.
+func TestBrokerMax(t *testing.T) {
+	refusal := &amqp.Error{Code: 406, Reason: "PRECONDITION_FAILED - message size 17825847 is larger than configured max size 16777216"}
+	for _, tc := range []struct {
+		err  error
+		want int64
+	}{
+		{refusal, 16777216},
+		{fmt.Errorf("the broker closed the channel: %w", refusal), 16777216},
+		{&amqp.Error{Code: 406, Reason: "PRECONDITION_FAILED - inequivalent arg"}, 0},
+		{&amqp.Error{Code: 504, Reason: "channel/connection is not open"}, 0},
+		{nil, 0},
+	} {
+		if got := brokerMax(tc.err); got != tc.want {
+			t.Errorf("brokerMax(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}

@@ -148,7 +148,7 @@ func (r *relay) begin(soft context.Context, d *delivery, claimID string) (prior 
 // records it, then acts on it.
 func (r *relay) call(soft context.Context, d *delivery, prior int) {
 	r.answered.Add(1)
-	a := r.partner.Post(r.hard, d.Body, d.ContentType, d.id, d.tp)
+	a := r.partner.Post(r.hard, d.Body, d.ContentType, partner.Key(d.id, d.Headers), d.tp)
 	if a.Err != nil && r.hard.Err() != nil {
 		// Forced exit mid-call: the outcome is unknown, so nothing is
 		// recorded and nothing acked; the copy goes back to the queue.

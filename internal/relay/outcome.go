@@ -20,7 +20,12 @@ import (
 //	                            or a health page's 200 is not a creation, and
 //	                            recording it as delivered would make every
 //	                            later copy a "duplicate" no partner ever saw
-//	408, 429                    transient: the partner asks us to come back
+//	408, 409, 429               transient: the partner asks us to come back
+//	                            (409: the Idempotency-Key draft's "a request
+//	                            with this key is still being processed": a
+//	                            copy whose first call outlived our timeout,
+//	                            or a consumer that died mid-call; the next
+//	                            try gets the first call's answer)
 //	other 4xx                   rejected: dead-letter now; requeueing makes a
 //	                            poison message
 //	5xx, no answer (0)          transient
@@ -39,7 +44,7 @@ func decide(status int, accept AcceptSet, redelivered bool, priorFailures int) c
 		return claim.OutDelivered
 	case status >= 200 && status < 300:
 		return claim.OutUnexpected
-	case status == 408 || status == 429:
+	case status == 408 || status == 409 || status == 429:
 		// transient, below
 	case status >= 400 && status < 500:
 		return claim.OutRejected

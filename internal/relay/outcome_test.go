@@ -35,6 +35,9 @@ func TestDecide(t *testing.T) {
 		{500, only201, true, 1, claim.OutFailed},
 		{408, only201, false, 0, claim.OutRetry},
 		{429, only201, true, 1, claim.OutFailed},
+		{409, only201, false, 0, claim.OutRetry}, // the draft's key in progress: come back
+		{409, only201, true, 0, claim.OutRetry},
+		{409, only201, true, 1, claim.OutFailed}, // the requeue-once rule, as any transient failure
 		{302, only201, false, 0, claim.OutRetry}, // unexpected: the transient rule, never a loop
 		{302, only201, true, 1, claim.OutFailed},
 		{100, only201, true, 1, claim.OutFailed},
@@ -60,7 +63,8 @@ func TestDelayed(t *testing.T) {
 		{claim.OutRetry, 2, 0, claim.OutFailed, 0},                 // after the last delay: the DLQ
 		{claim.OutRetry, 0, 2 * time.Second, claim.OutDelayed, 5 * time.Second},
 		{claim.OutDelivered, 0, 0, claim.OutDelivered, 0},
-		{claim.OutRejected, 0, 0, claim.OutRejected, 0}, // a 4xx is not retried later either
+		{claim.OutRejected, 0, 0, claim.OutRejected, 0},                                 // a 4xx is not retried later either
+		{decide(409, AcceptSet{201}, true, 1), 1, 0, claim.OutDelayed, 5 * time.Second}, // a 409 waits out the next delay
 		{claim.OutUnexpected, 0, 0, claim.OutUnexpected, 0},
 	} {
 		got, d := delayed(tc.in, plan, tc.done, tc.retryAfter)

@@ -51,7 +51,8 @@ func TestInspectQueue(t *testing.T) {
 }
 
 // TestQueuesFor: classic is the lab's contract unchanged; quorum adds the
-// type, and to claim.in at-least-once dead-lettering with reject-publish.
+// type and an explicit delivery limit, and to claim.in at-least-once
+// dead-lettering with reject-publish.
 func TestQueuesFor(t *testing.T) {
 	if got := topo.QueuesFor(topo.Classic); !slices.EqualFunc(got, topo.Queues, func(a, b topo.QueueSpec) bool { return a.String() == b.String() }) {
 		t.Errorf("classic: %v", got)
@@ -61,8 +62,8 @@ func TestQueuesFor(t *testing.T) {
 		got = append(got, s.String())
 	}
 	want := []string{
-		"queue claim.dead (durable, x-queue-type=quorum)",
-		"queue claim.in (durable, x-queue-type=quorum, x-dead-letter-exchange=eai.dlx, x-dead-letter-routing-key=claim.dead, x-dead-letter-strategy=at-least-once, x-overflow=reject-publish)",
+		"queue claim.dead (durable, x-queue-type=quorum, x-delivery-limit=2147483647)",
+		"queue claim.in (durable, x-queue-type=quorum, x-dead-letter-exchange=eai.dlx, x-dead-letter-routing-key=claim.dead, x-dead-letter-strategy=at-least-once, x-overflow=reject-publish, x-delivery-limit=20)",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("quorum:\n got %q\nwant %q", got, want)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/broker"
 )
 
 // The names of the contract.
@@ -75,7 +77,7 @@ func FormatArgs(t amqp.Table) string {
 	// The contract's arguments in a fixed order read best: the classic
 	// queue's two, then what a quorum queue adds (QueuesFor).
 	out := ""
-	for _, k := range []string{"x-queue-type", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-overflow", "x-message-ttl"} {
+	for _, k := range []string{"x-queue-type", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-overflow", DeliveryLimitArg, "x-message-ttl"} {
 		if v, ok := t[k]; ok {
 			if out != "" {
 				out += ", "
@@ -105,31 +107,62 @@ func DeclareBinding(ch *amqp.Channel, s BindingSpec) error {
 // Declare declares the whole topology on conn, one channel, in contract
 // order. A 406 closes the channel; the error names the object it came from.
 func Declare(conn *amqp.Connection) error {
-	return declare(conn, Queues)
+	_, err := declare(conn, Queues)
+	return err
 }
 
-func declare(conn *amqp.Connection, queues []QueueSpec) error {
+// declare declares the exchanges, queues and bindings in contract order on
+// one channel, and names the queues it kept as an older eaimq declared
+// them (declareQueue).
+func declare(conn *amqp.Connection, queues []QueueSpec) (kept []string, err error) {
 	ch, err := conn.Channel()
 	if err != nil {
-		return fmt.Errorf("open channel: %w", err)
+		return nil, fmt.Errorf("open channel: %w", err)
 	}
-	defer ch.Close()
+	defer func() { ch.Close() }() // the channel in use at the end: a kept queue replaced it
 	for _, s := range Exchanges {
 		if err := DeclareExchange(ch, s); err != nil {
-			return &DeclareError{Kind: "exchange", Name: s.Name, Object: s.String(), Err: err}
+			return nil, &DeclareError{Kind: "exchange", Name: s.Name, Object: s.String(), Err: err}
 		}
 	}
 	for _, s := range queues {
-		if err := DeclareQueue(ch, s); err != nil {
-			return &DeclareError{Kind: "queue", Name: s.Name, Object: s.String(), Err: err}
+		older, err := declareQueue(conn, &ch, s)
+		if err != nil {
+			return nil, &DeclareError{Kind: "queue", Name: s.Name, Object: s.String(), Err: err}
+		}
+		if older {
+			kept = append(kept, s.Name)
 		}
 	}
 	for _, s := range Bindings {
 		if err := DeclareBinding(ch, s); err != nil {
-			return &DeclareError{Kind: "binding", Name: s.Queue, Object: s.String(), Err: err}
+			return nil, &DeclareError{Kind: "binding", Name: s.Queue, Object: s.String(), Err: err}
 		}
 	}
-	return nil
+	return kept, nil
+}
+
+// declareQueue declares s on *ch. When the broker refuses (406) and the
+// queue exists as an older eaimq declared it, without the delivery limit
+// (WithoutLimit), the queue is kept as it is and older is true: a queue's
+// arguments cannot change in place, and failing here would stop a
+// deployment that worked. A 406 closes its channel, so *ch is a new one
+// then. Any other difference is the first 406, as it was.
+func declareQueue(conn *amqp.Connection, ch **amqp.Channel, s QueueSpec) (older bool, err error) {
+	err = DeclareQueue(*ch, s)
+	prior := WithoutLimit(s)
+	if err == nil || broker.Code(err) != amqp.PreconditionFailed || len(prior.Args) == len(s.Args) {
+		return false, err
+	}
+	c, cerr := conn.Channel()
+	if cerr != nil {
+		return false, err
+	}
+	*ch = c
+	if DeclareQueue(c, prior) != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // DeclareError names the object whose declaration failed.

@@ -32,6 +32,9 @@ type Config struct {
 	// Ctl is the broker's rabbitmqctl (EAIMQ_RABBITMQCTL); nil: the node
 	// found on this machine, when the broker is here and that is it.
 	Ctl *rabbitctl.Ctl
+	// Strict makes a finding of the pre-upgrade check (RabbitMQ 4.x) a
+	// Failed error (exit 1), once the contract itself is as it should be.
+	Strict bool
 }
 
 // checked is the result of a check, as -json prints it.
@@ -40,6 +43,9 @@ type checked struct {
 	OK    bool     `json:"ok"`
 	Items []item   `json:"items"`
 	Notes []string `json:"notes,omitempty"`
+	// Upgrade is the pre-upgrade check: what would change or break on
+	// RabbitMQ 4.x. Its findings never make OK false.
+	Upgrade *upgraded `json:"upgrade,omitempty"`
 }
 
 // item is one object of the contract and what the check found.
@@ -56,6 +62,9 @@ type report struct {
 	checked
 	text io.Writer // nil for JSON
 	bad  int
+	// ours is what InspectQueue found of claim.in and claim.dead, for the
+	// pre-upgrade check.
+	ours map[string]topo.QueueState
 }
 
 func (c *report) report(ok bool, what, detail string) {
@@ -88,22 +97,28 @@ func (c *report) note(s string) {
 // differing piece is a Config error once all are reported; a broker that
 // fails midway is Unavailable, and then JSON prints nothing.
 func Run(ctx context.Context, conn *amqp.Connection, cfg Config, stdout io.Writer) error {
-	c := &report{checked: checked{VHost: cfg.VHost, Items: []item{}}, text: stdout}
+	c := &report{checked: checked{VHost: cfg.VHost, Items: []item{}}, text: stdout, ours: map[string]topo.QueueState{}}
 	if cfg.JSON {
 		c.text = nil
 	}
 	if err := c.objects(conn, cfg); err != nil {
 		return err
 	}
-	c.bindings(ctx, cfg)
+	ctl, why := nodeOf(ctx, cfg)
+	c.bindings(ctx, cfg, ctl, why)
+	up := c.upgrade(ctx, conn, cfg, ctl, why)
 	c.OK = c.bad == 0
 	if cfg.JSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false) // "->" as it is
 		enc.Encode(c.checked)    // strings and booleans: only the write can fail, as with text
 	}
+	// The contract first: its problems keep their exit 78 whatever -strict.
 	if c.bad > 0 {
 		return fail.Errorf(fail.Config, "%d part(s) of the topology missing or different in vhost %q", c.bad, cfg.VHost)
+	}
+	if cfg.Strict && up.warnings > 0 {
+		return fail.Errorf(fail.Failed, "%d finding(s) for RabbitMQ 4.x in vhost %q (-strict)", up.warnings, cfg.VHost)
 	}
 	return nil
 }
@@ -121,11 +136,17 @@ func (c *report) objects(conn *amqp.Connection, cfg Config) error {
 	}
 	kind := cfg.Kind
 	for _, s := range topo.QueuesFor(kind) {
-		err := c.probeQueue(conn, s, func(reason string) string {
+		err := c.probeQueue(conn, s, func(reason string) (bool, string) {
 			// The broker names one differing argument; when the queue is
 			// of the other type, that is the news, and it has a remedy.
-			if st, err := topo.InspectQueue(conn, s.Name); err == nil && st.Type == kind.Other() {
-				return fmt.Sprintf("a %s queue, not %s (%d ready); topology -migrate %s moves it, claims and all", st.Type, kind, st.Messages, kind)
+			st, err := topo.InspectQueue(conn, s.Name)
+			switch {
+			case err == nil && st.Type == kind.Other():
+				return false, fmt.Sprintf("a %s queue, not %s (%d ready); topology -migrate %s moves it, claims and all", st.Type, kind, st.Messages, kind)
+			case err == nil && st.Type == kind && st.NoLimit:
+				// As an older eaimq declared it: the contract holds, and
+				// topology keeps it; the 4.x lines say what it lacks.
+				return true, "declared without " + topo.DeliveryLimitArg + " (kept as it is; see the 4.x lines)"
 			}
 			return differ(reason)
 		})
@@ -138,10 +159,17 @@ func (c *report) objects(conn *amqp.Connection, cfg Config) error {
 			return err
 		}
 	}
+	for _, name := range []string{topo.Queue, topo.DeadQueue} {
+		st, err := topo.InspectQueue(conn, name)
+		if err != nil {
+			return fail.New(fail.Unavailable, err)
+		}
+		c.ours[name] = st
+	}
 	return nil
 }
 
-func (c *report) probeQueue(conn *amqp.Connection, s topo.QueueSpec, differs func(reason string) string) error {
+func (c *report) probeQueue(conn *amqp.Connection, s topo.QueueSpec, differs func(reason string) (ok bool, detail string)) error {
 	return c.probe(conn, func(ch *amqp.Channel) error {
 		_, err := ch.QueueDeclarePassive(s.Name, true, false, false, false, nil)
 		return err
@@ -150,7 +178,7 @@ func (c *report) probeQueue(conn *amqp.Connection, s topo.QueueSpec, differs fun
 
 // probe checks one object on a channel of its own, because a failed
 // passive declare or a 406 closes the channel it came on.
-func (c *report) probe(conn *amqp.Connection, passive, redeclare func(*amqp.Channel) error, what string, differs func(reason string) string) error {
+func (c *report) probe(conn *amqp.Connection, passive, redeclare func(*amqp.Channel) error, what string, differs func(reason string) (ok bool, detail string)) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fail.New(fail.Unavailable, fmt.Errorf("open channel: %w", err))
@@ -166,7 +194,8 @@ func (c *report) probe(conn *amqp.Connection, passive, redeclare func(*amqp.Chan
 	// nothing: it is a no-op if they match and a 406 if they differ.
 	if err := redeclare(ch); err != nil {
 		if broker.Code(err) == amqp.PreconditionFailed {
-			c.report(false, what, differs(broker.Reason(err)))
+			ok, detail := differs(broker.Reason(err))
+			c.report(ok, what, detail)
 			return nil
 		}
 		return fail.New(fail.Unavailable, fmt.Errorf("check %s: %w", what, err))
@@ -176,12 +205,12 @@ func (c *report) probe(conn *amqp.Connection, passive, redeclare func(*amqp.Chan
 	return nil
 }
 
-func differ(reason string) string { return "differs: " + reason }
+func differ(reason string) (bool, string) { return false, "differs: " + reason }
 
-// bindings reads the bindings with rabbitmqctl, the only way to list
-// them; over AMQP a binding can be created but not seen.
-func (c *report) bindings(ctx context.Context, cfg Config) {
-	ctl, why := nodeOf(ctx, cfg)
+// bindings reads the bindings with rabbitmqctl (ctl, or why there is
+// none), the only way to list them; over AMQP a binding can be created
+// but not seen.
+func (c *report) bindings(ctx context.Context, cfg Config, ctl rabbitctl.Ctl, why string) {
 	if why != "" {
 		c.note("bindings not verified: " + why)
 		return

@@ -201,7 +201,11 @@ func (m *migration) migrateQueue(ctx context.Context, queue string) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	if st.Exists && st.Type == to && !tmpExists {
+	// A quorum queue an older eaimq declared, without its delivery limit,
+	// is moved as a queue of the other type is: its arguments cannot
+	// change in place either.
+	moving := st.Exists && (st.Type != to || st.NoLimit)
+	if st.Exists && !moving && !tmpExists {
 		fmt.Fprintf(m.out, "topology: %s is already a %s queue (%d ready): nothing to move\n", queue, to, st.Messages)
 		return 0, nil
 	}
@@ -211,8 +215,12 @@ func (m *migration) migrateQueue(ctx context.Context, queue string) (int, error)
 	}
 	defer ch.Close()
 
-	if st.Exists && st.Type != to {
-		fmt.Fprintf(m.out, "topology: %s: %s -> %s, %d ready claim(s), through %s\n", queue, st.Type, to, st.Messages, tmp.Name)
+	if moving {
+		from := string(st.Type)
+		if st.NoLimit {
+			from += " (without " + topo.DeliveryLimitArg + ")"
+		}
+		fmt.Fprintf(m.out, "topology: %s: %s -> %s, %d ready claim(s), through %s\n", queue, from, to, st.Messages, tmp.Name)
 		if err := step("declare "+tmp.String(), topo.DeclareQueue(ch, tmp)); err != nil {
 			return 0, err
 		}
@@ -229,7 +237,7 @@ func (m *migration) migrateQueue(ctx context.Context, queue string) (int, error)
 	if err := step("declare "+spec.String(), topo.DeclareQueue(ch, spec)); err != nil {
 		return 0, err
 	}
-	if !tmpExists && !(st.Exists && st.Type != to) {
+	if !tmpExists && !moving {
 		// Neither the old queue nor a temporary one: nothing to move.
 		return 0, step("declare "+bind.String(), topo.DeclareBinding(ch, bind))
 	}

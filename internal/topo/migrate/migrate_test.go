@@ -253,3 +253,46 @@ func TestMigrateRefusesWhileLocked(t *testing.T) {
 		t.Errorf("claim.in changed: %+v", qs[topo.Queue])
 	}
 }
+
+// TestMigrateGivesTheLimit: quorum queues an older eaimq declared, without
+// x-delivery-limit, holding claims and dead letters, are moved by -migrate
+// quorum into quorum queues with the limit, each claim once and intact;
+// -check then finds them as the contract says.
+func TestMigrateGivesTheLimit(t *testing.T) {
+	const claims, dead = 150, 10
+	vh := brokertest.New(t)
+	topotest.DeclareOlderQuorum(t, vh)
+	ch := vh.Channel(t)
+	want := map[string]amqp.Publishing{}
+	var msgs []amqp.Publishing
+	for i, c := range brokertest.Claims("old", "C-old", claims+dead, true) {
+		id := fmt.Sprintf("old-%03d", i)
+		m := amqp.Publishing{MessageId: id, Body: c, CorrelationId: "corr-" + id, AppId: "limit_test", Timestamp: time.Unix(1700000000, 0)}
+		msgs = append(msgs, m)
+		want[id] = m
+	}
+	vh.Publish(t, msgs...)
+	for range dead { // the first ones published, rejected by the broker's own route
+		d, ok, err := ch.Get(topo.Queue, false)
+		if err != nil || !ok {
+			t.Fatalf("get: %v %v", ok, err)
+		}
+		d.Reject(false)
+	}
+	brokertest.Eventually(t, 10*time.Second, "dead letters in claim.dead", func() bool { return vh.Depth(t, topo.DeadQueue) == dead })
+
+	code, stdout, stderr := runMigrate(t, vh, topo.Quorum, nil)
+	if code != 0 || !strings.Contains(stdout, "claim.in: quorum (without x-delivery-limit) -> quorum") ||
+		!strings.Contains(stdout, fmt.Sprintf("moved %d claim(s)\n", claims+dead)) {
+		t.Fatalf("-migrate quorum: exit %d\n%s%s", code, stdout, stderr)
+	}
+	t.Logf("-migrate quorum:\n%s", stdout)
+	topotest.WantTypes(t, vh, topo.Quorum)
+	if code, stdout, stderr := runCheck(t, vh, topo.Quorum); code != 0 || strings.Contains(stdout, "without x-delivery-limit") {
+		t.Errorf("-check -queue-type quorum after the migration: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// Quorum to quorum: the second hop takes from a quorum queue
+	// (rabbitmq-server#10327: see TestMigrateResumes), but an uninterrupted
+	// run keeps that channel open until the queue is gone: no duplicates.
+	checkMoved(t, vh, want, claims, dead, 0)
+}

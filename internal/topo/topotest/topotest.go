@@ -3,6 +3,7 @@
 package topotest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,7 +31,11 @@ func ListQueues(t *testing.T, vh *brokertest.VHost) map[string]QueueRow {
 		t.Fatal(err)
 	}
 	var rows []QueueRow
-	if err := json.Unmarshal(out, &rows); err != nil {
+	// Numbers as they are written (an x-delivery-limit of 2147483647 is
+	// not 2.147483647e+09), so that they print as the contract's do.
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&rows); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
 	m := map[string]QueueRow{}
@@ -71,4 +76,28 @@ func WantTypes(t *testing.T, vh *brokertest.VHost, kind topo.QueueType) map[stri
 		}
 	}
 	return qs
+}
+
+// DeclareOlderQuorum declares the quorum topology in vh as eaimq did
+// before it set delivery limits: the exchanges, claim.in and claim.dead
+// without x-delivery-limit, and the bindings.
+func DeclareOlderQuorum(t testing.TB, vh *brokertest.VHost) {
+	t.Helper()
+	ch := vh.Channel(t)
+	defer ch.Close()
+	for _, s := range topo.Exchanges {
+		if err := topo.DeclareExchange(ch, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range topo.QueuesFor(topo.Quorum) {
+		if err := topo.DeclareQueue(ch, topo.WithoutLimit(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range topo.Bindings {
+		if err := topo.DeclareBinding(ch, b); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
