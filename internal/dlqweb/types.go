@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// MaxBody is the largest edited claim accepted, publish's default -max-bytes.
+// MaxBody is the largest claim the page's edit form accepts (1 MiB: a
+// claim to be fixed by hand in a text area; dlq edit takes larger ones).
 const MaxBody = 1 << 20
 
 // Group is the dead letters of one recorded reason.
