@@ -82,7 +82,9 @@ func (s *Store) reserve(c *pgClaim) error {
 // pool holding a lock).
 func (s *Store) letGo(ctx context.Context, c *pgClaim) {
 	if c.conn != nil {
-		if _, err := c.conn.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+		if c.unlocked {
+			c.unlocked = false
+		} else if _, err := c.conn.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
 			closeConn(c.conn)
 		}
 		c.conn.Release()

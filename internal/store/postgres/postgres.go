@@ -60,9 +60,6 @@ type Store struct {
 	beginFinish string // the BEGIN of Finish's transaction, with its durability
 	syncLevel   string // that durability: synchronous_commit for an outcome
 
-	reqs    chan *recordReq // to the writer (writer.go)
-	written chan struct{}   // closed when the writer has stopped
-
 	mu     sync.Mutex
 	claims map[string]*pgClaim
 	held   int // claims held or being taken, each with a connection
@@ -71,10 +68,11 @@ type Store struct {
 
 // pgClaim is one message_id this store is working on or holds.
 type pgClaim struct {
-	turn chan struct{} // one Begin or Finish of the id at a time in this store
-	conn *pgxpool.Conn // the session holding the id's advisory lock, while held (under turn)
-	refs int           // operations using or waiting for turn (under Store.mu)
-	slot bool          // counted in Store.held (under turn)
+	turn     chan struct{} // one Begin or Finish of the id at a time in this store
+	conn     *pgxpool.Conn // the session holding the id's advisory lock, while held (under turn)
+	refs     int           // operations using or waiting for turn (under Store.mu)
+	slot     bool          // counted in Store.held (under turn)
+	unlocked bool          // conn's session released the lock already (recordHeld)
 }
 
 // Options tune Open.
@@ -122,10 +120,10 @@ func Open(location string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedup store %s: %w", path, err)
 	}
-	// One connection for each claim held (its lock's session), one for
-	// the writer's group commits, and two more, so that reads and outcomes
-	// decided without a claim never wait for a call to end.
-	cfg.MaxConns = int32(o.Conns + 3)
+	// One connection for each claim held (its lock's session), and two
+	// more, so that reads and outcomes decided without a claim never wait
+	// for a call to end.
+	cfg.MaxConns = int32(o.Conns + 2)
 	cc := cfg.ConnConfig
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = 10 * time.Second
@@ -158,13 +156,11 @@ func Open(location string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedup store %s: %w", path, err)
 	}
-	s := &Store{pool: pool, path: path, owner: o.Owner, readOnly: o.ReadOnly, maxHeld: o.Conns, claims: map[string]*pgClaim{},
-		reqs: make(chan *recordReq, groupMax), written: make(chan struct{})}
+	s := &Store{pool: pool, path: path, owner: o.Owner, readOnly: o.ReadOnly, maxHeld: o.Conns, claims: map[string]*pgClaim{}}
 	if err := s.init(ctx, o); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("dedup store %s: %w", path, err)
 	}
-	go s.writer()
 	return s, nil
 }
 
@@ -316,9 +312,6 @@ func (s *Store) Close() error {
 		s.letGo(context.Background(), c)
 		<-c.turn
 	}
-	// Every Finish held its claim's turn: none is waiting for the writer.
-	close(s.reqs)
-	<-s.written
 	s.pool.Close()
 	return nil
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"eaimq/internal/store/group"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,7 +38,7 @@ type request struct {
 // docs/figures.md.)
 func (s *Store) writer() {
 	defer close(s.stopped)
-	group.Commit(s.reqs, 128, s.commit)
+	groupCommit(s.reqs, 128, s.commit)
 }
 
 // commit runs batch in one transaction, makes its durable requests
@@ -140,4 +139,28 @@ func (s *Store) write(ctx context.Context, durable bool, fn func(tx *sql.Tx) err
 	// Once queued, wait for the commit even if ctx ends: the caller must
 	// know whether its record is in the file before it acks or not.
 	return <-r.done
+}
+
+// groupCommit is the writer goroutine's loop (group commit): it calls
+// commit with each batch of the requests that arrive on reqs,
+// at most max at a time: the first one it waits for, then every one that
+// is already waiting. It returns when reqs is closed and drained.
+func groupCommit[T any](reqs <-chan T, max int, commit func([]T)) {
+	batch := make([]T, 0, max)
+	for r := range reqs {
+		batch = append(batch[:0], r)
+	more:
+		for len(batch) < max {
+			select {
+			case r, ok := <-reqs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		commit(batch)
+	}
 }

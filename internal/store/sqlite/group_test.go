@@ -1,10 +1,10 @@
-package group
+package sqlite
 
 import "testing"
 
-// TestCommit: every request is handed over exactly once, in order, no batch
+// TestGroupCommit: every request is handed over exactly once, in order, no batch
 // holds more than max, and requests that wait together go together.
-func TestCommit(t *testing.T) {
+func TestGroupCommit(t *testing.T) {
 	reqs := make(chan int, 100)
 	for i := range 25 {
 		reqs <- i
@@ -12,7 +12,7 @@ func TestCommit(t *testing.T) {
 	close(reqs)
 	var got []int
 	var sizes []int
-	Commit(reqs, 10, func(b []int) {
+	groupCommit(reqs, 10, func(b []int) {
 		sizes = append(sizes, len(b))
 		got = append(got, b...)
 	})
