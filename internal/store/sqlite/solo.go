@@ -199,7 +199,10 @@ func (s *Store) soloBegin(ctx context.Context, id string, c claim.Copy, lease ti
 	// A record in flight for another live holder: only a store that broke
 	// the lock protocol could have written it (one that shares the file
 	// over a network filesystem), and claim.Begin respects it.
-	f, err := s.found(s.reads.selectClaim.QueryRowContext(ctx, id), now)
+	f, err := claim.Found{}, sql.ErrNoRows
+	if !s.known.absent(id) {
+		f, err = s.found(s.reads.selectClaim.QueryRowContext(ctx, id), now)
+	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		f = claim.Found{}
@@ -235,6 +238,8 @@ func (s *Store) soloFinish(ctx context.Context, id string, a claim.Attempt, stat
 	}
 	restart := held && c.restart
 	called, failed := a.Counts()
+	// In the filter before the row can be in the file (see known).
+	s.known.add(id)
 	err = s.write(ctx, true, func(tx *sql.Tx) error {
 		out = a.Outcome
 		now := nowMS()

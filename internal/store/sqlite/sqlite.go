@@ -10,6 +10,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -38,7 +39,10 @@ type Store struct {
 	walMu      sync.Mutex // guards wal's opening
 
 	stmts   stmts
-	reads   reads // solo mode's Begin reads outside the writer
+	reads   reads  // solo mode's Begin reads outside the writer
+	known   *known // solo mode's filter of the ids with a record (nil: not solo)
+	scanned chan struct{}
+	endScan context.CancelFunc
 	records struct {
 		sync.Mutex
 		full *sql.Stmt // Records' query of a full chunk, prepared at its first use
@@ -163,6 +167,15 @@ func (s *Store) start(dsn string) error {
 		s.Close()
 		return err
 	}
+	if s.solo.on {
+		var ctx context.Context
+		ctx, s.endScan = context.WithCancel(context.Background())
+		s.known, s.scanned = newKnown(), make(chan struct{})
+		go func() {
+			defer close(s.scanned)
+			s.known.scan(ctx, s.reads.db)
+		}()
+	}
 	return nil
 }
 
@@ -173,6 +186,10 @@ func (s *Store) Close() error {
 		close(s.reqs)
 	})
 	<-s.stopped
+	if s.known != nil {
+		s.endScan()
+		<-s.scanned
+	}
 	if s.reads.db != nil {
 		s.reads.db.Close()
 	}

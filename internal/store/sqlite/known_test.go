@@ -1,0 +1,76 @@
+package sqlite
+
+import (
+	"eaimq/internal/claim"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// waitKnown waits for s's filter to be ready (its scan done), failing the
+// test when it is not within 30 s or s is not solo.
+func waitKnown(t *testing.T, s *Store) {
+	t.Helper()
+	if s.known == nil {
+		t.Fatal("the store is not solo: no filter")
+	}
+	select {
+	case <-s.scanned:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the filter's scan did not end within 30s")
+	}
+	if !s.known.ready.Load() {
+		t.Fatal("the scan ended without the filter ready")
+	}
+}
+
+// TestKnownNeverForgets: a solo store's filter never lets Begin take an id
+// that has a record for one never seen. The records of an earlier store
+// (found by the scan, odd ids included), and those this store writes
+// itself after the scan, are each found; fresh ids are taken, and most of
+// them without a read.
+func TestKnownNeverForgets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "processed.db")
+	before := []string{"a\x00b", "\xff\xfe", `\x41`, ""}
+	for i := range 3000 {
+		before = append(before, fmt.Sprintf("before-%04d", i))
+	}
+	first := open(t, path, Options{})
+	for _, id := range before {
+		if _, err := first.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Close()
+
+	s := open(t, path, Options{})
+	waitKnown(t, s)
+	for _, id := range before {
+		if s.known.absent(id) {
+			t.Fatalf("%q has a record and the filter says it has none", id)
+		}
+		if b, err := s.Begin(ctx, id, claim.Copy{Fresh: true}, time.Minute); err != nil || b.Result != claim.Done {
+			t.Fatalf("%q, delivered by the earlier store: %+v %v, want done", id, b, err)
+		}
+	}
+	var skipped int
+	for i := range 2000 {
+		id := fmt.Sprintf("after-%04d", i)
+		if s.known.absent(id) {
+			skipped++
+		}
+		if b, err := s.Begin(ctx, id, claim.Copy{Fresh: true}, time.Minute); err != nil || b.Result != claim.Acquired {
+			t.Fatalf("%s, never seen: %+v %v", id, b, err)
+		}
+		if _, err := s.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := s.Begin(ctx, id, claim.Copy{Fresh: true}, time.Minute); err != nil || b.Result != claim.Done {
+			t.Fatalf("%s, just delivered by this store: %+v %v, want done", id, b, err)
+		}
+	}
+	if skipped < 1990 {
+		t.Errorf("the filter spared %d of 2,000 reads of fresh ids, want nearly all", skipped)
+	}
+}
