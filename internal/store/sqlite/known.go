@@ -82,6 +82,18 @@ func (k *known) absent(id string) bool {
 	return !in
 }
 
+// startKnown gives a store that went solo its filter, and starts the
+// scan (stopped and waited for by Close).
+func (s *Store) startKnown() {
+	var ctx context.Context
+	ctx, s.endScan = context.WithCancel(context.Background())
+	s.known, s.scanned = newKnown(), make(chan struct{})
+	go func() {
+		defer close(s.scanned)
+		s.known.scan(ctx, s.reads.db)
+	}()
+}
+
 // scan adds every id in the file, then makes the filter ready. An error
 // (or ctx ending) leaves it not ready: every Begin reads, as without it.
 func (k *known) scan(ctx context.Context, db *sql.DB) {

@@ -94,6 +94,7 @@ func (s *Store) openSolo() error {
 		return fmt.Errorf("lock %s: %w", f.Name(), err)
 	case ok:
 		s.solo = solo{lock: f, on: true, held: map[string]heldClaim{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+		s.startKnown()
 		go s.watchJoiners()
 		return nil
 	}

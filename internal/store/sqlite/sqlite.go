@@ -167,15 +167,7 @@ func (s *Store) start(dsn string) error {
 		s.Close()
 		return err
 	}
-	if s.solo.on {
-		var ctx context.Context
-		ctx, s.endScan = context.WithCancel(context.Background())
-		s.known, s.scanned = newKnown(), make(chan struct{})
-		go func() {
-			defer close(s.scanned)
-			s.known.scan(ctx, s.reads.db)
-		}()
-	}
+
 	return nil
 }
 
