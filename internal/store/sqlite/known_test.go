@@ -29,14 +29,14 @@ func waitKnown(t *testing.T, s *Store) {
 // that has a record for one never seen. The records of an earlier store
 // (found by the scan, odd ids included), and those this store writes
 // itself after the scan, are each found; fresh ids are taken, and most of
-// them without a read.
+// them without a read. The earlier records span three of the scan's chunks.
 func TestKnownNeverForgets(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "processed.db")
 	before := []string{"a\x00b", "\xff\xfe", `\x41`, ""}
-	for i := range 3000 {
-		before = append(before, fmt.Sprintf("before-%04d", i))
+	for i := range 2*scanChunk + 100 { // three chunks of the scan
+		before = append(before, fmt.Sprintf("before-%05d", i))
 	}
-	first := open(t, path, Options{})
+	first := open(t, path, Options{Synchronous: "normal"})
 	for _, id := range before {
 		if _, err := first.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
 			t.Fatal(err)
