@@ -65,7 +65,7 @@ func runHooked(hooks relay.Hooks, soft, hard context.Context, args []string, get
 			io.Copy(stderr, &flagErrs)
 			return err
 		}
-		return reportJSON(newLogger(stderr, slog.LevelInfo, true), flagErrs.String(), err)
+		return cli.ReportLog(newLogger(stderr, slog.LevelInfo, true), "consumer", flagErrs.String(), err)
 	}
 	log := newLogger(stderr, cfg.level, cfg.relay.LogJSON)
 	cfg.relay.Log = log
@@ -87,28 +87,9 @@ func runHooked(hooks relay.Hooks, soft, hard context.Context, args []string, get
 	defer stopNote()
 	err = relay.Run(soft, hard, cfg.relay, stdout, stderr)
 	if err != nil && cfg.relay.LogJSON {
-		return reportJSON(log, "", err)
+		return cli.ReportLog(log, "consumer", "", err)
 	}
 	return err
-}
-
-// reportJSON writes how the run ended as JSON log lines: what the flag
-// package printed (held in flagErrs), then err as cli.Report would, with
-// its exit status. It returns err marked as shown.
-func reportJSON(log *slog.Logger, flagErrs string, err error) error {
-	for _, line := range strings.Split(strings.TrimSpace(flagErrs), "\n") {
-		if line != "" {
-			log.Error(line, "exit_status", cli.Code(err))
-		}
-	}
-	var b bytes.Buffer
-	cli.Report(&b, "consumer", err) // nothing for an error shown already
-	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if line != "" {
-			log.Error(line, "exit_status", cli.Code(err))
-		}
-	}
-	return cli.Shown(err)
 }
 
 // wantsJSON says whether args ask for JSON logs (--log-format json, or a

@@ -4,11 +4,13 @@
 package cli
 
 import (
+	"bytes"
 	"eaimq/internal/fail"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime/debug"
 	"strings"
 )
@@ -141,6 +143,21 @@ func Report(w io.Writer, program string, err error) {
 	if Code(err) == ExitUsage {
 		fmt.Fprintln(w, SeeManual(program))
 	}
+}
+
+// ReportLog is Report for a program whose log is JSON: it writes what the
+// flag package printed (flagErrs), then what Report would print for err,
+// each line as one error record with the exit status, so that nothing in
+// the stream is plain text. It returns err marked as shown.
+func ReportLog(log *slog.Logger, program, flagErrs string, err error) error {
+	var b bytes.Buffer
+	Report(&b, program, err) // nothing for an error shown already
+	for _, line := range strings.Split(strings.TrimSpace(flagErrs)+"\n"+strings.TrimSpace(b.String()), "\n") {
+		if line != "" {
+			log.Error(line, "exit_status", Code(err))
+		}
+	}
+	return Shown(err)
 }
 
 // Broker is fail.Broker, for the programs that have not moved to it yet.

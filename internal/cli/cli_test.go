@@ -5,7 +5,9 @@ import (
 	"eaimq/internal/fail"
 	"errors"
 	"flag"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -81,5 +83,38 @@ func TestClassCodes(t *testing.T) {
 	}
 	if Code(Exit(3, fail.New(fail.IO, base))) != ExitIOErr {
 		t.Error("an explicit code overrides the class chosen below it")
+	}
+}
+
+// TestReportLogIsAllJSON: how a run ended, flag errors included, comes out
+// as JSON records with the exit status, no plain line among them.
+func TestReportLogIsAllJSON(t *testing.T) {
+	var b bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&b, nil))
+	err := ReportLog(log, "consumer", "flag provided but not defined: -x\n", Usagef("bad flag"))
+	if Code(err) != ExitUsage {
+		t.Fatalf("code %d, want %d", Code(err), ExitUsage)
+	}
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		var rec struct {
+			Msg    string `json:"msg"`
+			Status int    `json:"exit_status"`
+		}
+		if e := json.Unmarshal([]byte(line), &rec); e != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		if rec.Status != ExitUsage {
+			t.Errorf("%q: exit_status %d", line, rec.Status)
+		}
+		msgs = append(msgs, rec.Msg)
+	}
+	if len(msgs) < 2 || !strings.Contains(msgs[0], "not defined") || !strings.Contains(msgs[1], "consumer: bad flag") {
+		t.Fatalf("records %q", msgs)
+	}
+	b.Reset()
+	ReportLog(log, "consumer", "", err) // shown already: nothing more
+	if b.Len() != 0 {
+		t.Fatalf("an error shown already was reported again: %s", b.String())
 	}
 }
