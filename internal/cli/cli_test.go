@@ -3,9 +3,9 @@ package cli
 import (
 	"bytes"
 	"eaimq/internal/fail"
+	"encoding/json"
 	"errors"
 	"flag"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
