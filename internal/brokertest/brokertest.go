@@ -158,11 +158,16 @@ func (v *VHost) Getenv(extra map[string]string) func(string) string {
 	}
 }
 
-// Topology declares the contract's topology in the vhost.
+// Topology declares what topology declares by default in the vhost: the
+// contract, and the archive queue dlq purge moves dead letters to.
 func (v *VHost) Topology(t testing.TB) {
 	t.Helper()
-	if err := topo.Declare(v.Dial(t)); err != nil {
+	conn := v.Dial(t)
+	if err := topo.Declare(conn); err != nil {
 		t.Fatalf("declare topology: %v", err)
+	}
+	if err := topo.DeclareArchive(conn, topo.Classic, topo.DefaultArchiveRetention); err != nil {
+		t.Fatalf("declare the archive: %v", err)
 	}
 }
 
