@@ -63,7 +63,7 @@ func TestDLQTeamCommandLine(t *testing.T) {
 	// A delivered claim dead-lettered by hand: the hint is purge.
 	w.deadLetter("team-2")
 	r = w.run("dlq", "replay", "team-2")
-	if r.code != 0 || !strings.Contains(r.stdout, "delete it with: dlq -yes purge team-2") {
+	if r.code != 0 || !strings.Contains(r.stdout, "purge it with: dlq -yes purge team-2") {
 		t.Errorf("replay of a delivered claim: %d\n%s", r.code, r.stdout)
 	}
 	if r := w.run("dlq", "-yes", "purge", "team-2"); r.code != 0 {
