@@ -42,7 +42,7 @@ const (
 // dies): then all of them are back in claim.dead, in their order.
 type source struct {
 	ch      *amqp.Channel
-	queue   string // claim.dead, or claim.dead.archive
+	queue   string               // claim.dead, or claim.dead.archive
 	ds      <-chan amqp.Delivery // the current consumer's; nil before the first
 	tag     string
 	window  int // the current consumer's prefetch

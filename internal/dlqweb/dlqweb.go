@@ -42,8 +42,8 @@ type Config struct {
 	// restores them.
 	NoArchive bool
 	Refresh   time.Duration // the groups page reloads this often (0: never)
-	Banner   Banner
-	Backend  Backend
+	Banner    Banner
+	Backend   Backend
 	// Clean takes secrets (the store's location, a broker URL's
 	// password) out of an error's text before the page shows it.
 	Clean func(string) string
