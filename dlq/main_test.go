@@ -342,29 +342,8 @@ func (w *world) dlqWith(db string, args ...string) (int, string, string) {
 	return w.dlq(args...)
 }
 
-// deadLetter puts messages straight into claim.dead, confirmed, as another
-// tool (or a crafted publisher) could.
-func (w *world) deadLetter(msgs ...amqp.Publishing) {
-	w.t.Helper()
-	ch := w.vh.Channel(w.t)
-	defer ch.Close()
-	if err := ch.Confirm(false); err != nil {
-		w.t.Fatal(err)
-	}
-	before := w.vh.Depth(w.t, topo.DeadQueue)
-	for _, m := range msgs {
-		dc, err := ch.PublishWithDeferredConfirm("", topo.DeadQueue, true, false, m)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		if !dc.Wait() {
-			w.t.Fatal("nacked")
-		}
-	}
-	brokertest.Eventually(w.t, 5*time.Second, "dead letters queued", func() bool {
-		return w.vh.Depth(w.t, topo.DeadQueue) == before+len(msgs)
-	})
-}
+// deadLetter puts messages straight into claim.dead, confirmed.
+func (w *world) deadLetter(msgs ...amqp.Publishing) { w.t.Helper(); w.vh.DeadLetter(w.t, msgs...) }
 
 // TestReasonIsRecorded: a partner answering 200 (a proxy, a health page)
 // gets claims dead-lettered as unexpected-status. dlq shows the reason the

@@ -171,6 +171,31 @@ func (v *VHost) Topology(t testing.TB) {
 	}
 }
 
+// DeadLetter puts msgs straight into claim.dead, each confirmed (through
+// the default exchange, mandatory), as another tool or a crafted
+// publisher could, and waits until claim.dead counts them.
+func (v *VHost) DeadLetter(t testing.TB, msgs ...amqp.Publishing) {
+	t.Helper()
+	ch := v.Channel(t)
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	before := v.Depth(t, topo.DeadQueue)
+	for _, m := range msgs {
+		dc, err := ch.PublishWithDeferredConfirm("", topo.DeadQueue, true /* mandatory */, false, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dc.Wait() {
+			t.Fatal("nacked")
+		}
+	}
+	Eventually(t, 10*time.Second, "dead letters queued", func() bool {
+		return v.Depth(t, topo.DeadQueue) == before+len(msgs)
+	})
+}
+
 // Drain takes every message in queue with basic.get and acks it.
 func (v *VHost) Drain(t testing.TB, queue string) []amqp.Delivery {
 	t.Helper()
