@@ -127,7 +127,7 @@
 // prints what it archived. Each goes as replay's copies go: a copy
 // through the default exchange with publisher confirms and mandatory, the
 // message as it is (body, properties, headers, x-death included;
-// persistent), with the header x-eaimq-purged (at, by, via, and the
+// persistent, without an expiration or user_id), with the header x-eaimq-purged (at, by, via, and the
 // x-death's from_queue, reason, dead_lettered_at and count, which list and
 // show read when a broker dropped the x-death); the dead letter is acked
 // only after the broker confirmed the copy and did not return it. A

@@ -80,8 +80,11 @@ func restored(m *dead) amqp.Publishing {
 	return p
 }
 
-// publishing is d as a message to publish again: every property and
-// header kept, persistent.
+// publishing is d as a message to publish again: its headers and
+// properties kept, persistent; but not its expiration (the archive's
+// retention is what keeps it, and a per-message TTL would drop it sooner)
+// nor its user_id (the broker refuses, closing the channel, a user_id that
+// is not the publishing user's, and dlq may run as another).
 func publishing(d amqp.Delivery) amqp.Publishing {
 	headers := amqp.Table{}
 	for k, v := range d.Headers {
@@ -89,8 +92,8 @@ func publishing(d amqp.Delivery) amqp.Publishing {
 	}
 	return amqp.Publishing{
 		Headers: headers, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, DeliveryMode: amqp.Persistent,
-		Priority: d.Priority, CorrelationId: d.CorrelationId, ReplyTo: d.ReplyTo, Expiration: d.Expiration,
-		MessageId: d.MessageId, Timestamp: d.Timestamp, Type: d.Type, UserId: d.UserId, AppId: d.AppId, Body: d.Body,
+		Priority: d.Priority, CorrelationId: d.CorrelationId, ReplyTo: d.ReplyTo,
+		MessageId: d.MessageId, Timestamp: d.Timestamp, Type: d.Type, AppId: d.AppId, Body: d.Body,
 	}
 }
 
