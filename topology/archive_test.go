@@ -60,6 +60,20 @@ func TestArchiveQueue(t *testing.T) {
 		t.Errorf("-check -archive-retention 0: exit %d\n%s", code, stdout)
 	}
 
+	// Moved to quorum: the classic archive stays, and topology keeps it.
+	m := brokertest.New(t)
+	for _, args := range [][]string{nil, {"-migrate", "quorum"}} {
+		if code, _, stderr := runTopology(t, m, args...); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, stderr)
+		}
+	}
+	if code, _, stderr := runTopology(t, m, "-queue-type", "quorum"); code != 0 || !strings.Contains(stderr, "claim.dead.archive in vhost") || !strings.Contains(stderr, "is a classic queue, not quorum: kept as it is") {
+		t.Errorf("-queue-type quorum over the classic archive: exit %d: %s", code, stderr)
+	}
+	if code, stdout, _ := runTopology(t, m, "-check", "-queue-type", "quorum"); code != 0 || !strings.Contains(stdout, "ok      queue claim.dead.archive (durable, x-queue-type=quorum, x-delivery-limit=2147483647, x-message-ttl=1209600000): a classic queue (kept as it is") {
+		t.Errorf("-check -queue-type quorum over the classic archive: exit %d\n%s", code, stdout)
+	}
+
 	q := brokertest.New(t)
 	if code, _, stderr = runTopology(t, q, "-queue-type", "quorum"); code != 0 {
 		t.Fatalf("quorum: exit %d: %s", code, stderr)

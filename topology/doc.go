@@ -33,8 +33,11 @@
 // exchange). It is bound to no exchange: dlq publishes to it through the
 // default exchange. With -queue-type quorum it is a quorum queue with
 // claim.dead's delivery limit (x-queue-type=quorum,
-// x-delivery-limit=2147483647). -archive-retention 0 declares (and
-// -check checks) no archive; dlq purge then refuses unless -no-archive.
+// x-delivery-limit=2147483647). An archive of the other type with the same
+// retention is kept as it is, with a warning on stderr (-migrate moves
+// claim.in and claim.dead, not the archive, whose claims are purged ones).
+// -archive-retention 0 declares (and -check checks) no archive; dlq purge
+// then refuses unless -no-archive.
 //
 // With -queue-type quorum, claim.in and claim.dead are quorum queues,
 // replicated over the nodes of a cluster (scripts/cluster.sh starts a

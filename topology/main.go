@@ -79,8 +79,14 @@ func declare(conn *amqp.Connection, cfg config, stdout, stderr io.Writer) error 
 	// The archive after the contract: it is dlq's, and the lab's objects
 	// stay declared first, as they always were.
 	if cfg.archive > 0 {
-		if err := topo.DeclareArchive(conn, kind, cfg.archive); err != nil {
+		other, err := topo.DeclareArchive(conn, kind, cfg.archive)
+		if err != nil {
 			return topo.Explain(conn, err, cfg.vhost, kind)
+		}
+		if other != "" {
+			// It works as it is: -migrate leaves the archive alone.
+			fmt.Fprintf(stderr, "topology: warning: %s in vhost %q is a %s queue, not %s: kept as it is (it works either way; -migrate does not move it)\n",
+				topo.ArchiveQueue, cfg.vhost, other, kind)
 		}
 	}
 	// The delay queues last: they dead-letter into eai.claim, which now

@@ -166,7 +166,7 @@ func (v *VHost) Topology(t testing.TB) {
 	if err := topo.Declare(conn); err != nil {
 		t.Fatalf("declare topology: %v", err)
 	}
-	if err := topo.DeclareArchive(conn, topo.Classic, topo.DefaultArchiveRetention); err != nil {
+	if _, err := topo.DeclareArchive(conn, topo.Classic, topo.DefaultArchiveRetention); err != nil {
 		t.Fatalf("declare the archive: %v", err)
 	}
 }

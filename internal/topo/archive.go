@@ -5,6 +5,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/broker"
 )
 
 // ArchiveQueue is where dlq purge moves a dead letter instead of deleting
@@ -40,15 +42,37 @@ func ArchiveSpec(t QueueType, retention time.Duration) QueueSpec {
 // conn, after the contract (Declare): the archive is dlq's, and the
 // lab's objects come first, as they always did. A 406 is a *DeclareError,
 // for Explain.
-func DeclareArchive(conn *amqp.Connection, t QueueType, retention time.Duration) error {
+//
+// An archive of the other type with the same retention is kept as it is,
+// and other names its type: -migrate moves claim.in and claim.dead, not
+// the archive (what it keeps is already purged), so a deployment moved to
+// quorum still has the classic archive its first topology declared, and
+// refusing it would stop a deployment that works.
+func DeclareArchive(conn *amqp.Connection, t QueueType, retention time.Duration) (other QueueType, err error) {
+	s := ArchiveSpec(t, retention)
+	err = declareOn(conn, s)
+	if err == nil || broker.Code(err) != amqp.PreconditionFailed {
+		return "", wrapArchive(s, err)
+	}
+	if declareOn(conn, ArchiveSpec(t.Other(), retention)) == nil {
+		return t.Other(), nil
+	}
+	return "", wrapArchive(s, err)
+}
+
+// declareOn declares s on a channel of its own: a 406 closes it.
+func declareOn(conn *amqp.Connection, s QueueSpec) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open channel: %w", err)
 	}
 	defer ch.Close()
-	s := ArchiveSpec(t, retention)
-	if err := DeclareQueue(ch, s); err != nil {
-		return &DeclareError{Kind: "queue", Name: s.Name, Object: s.String(), Err: err}
+	return DeclareQueue(ch, s)
+}
+
+func wrapArchive(s QueueSpec, err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return &DeclareError{Kind: "queue", Name: s.Name, Object: s.String(), Err: err}
 }
