@@ -26,9 +26,9 @@ type config struct {
 }
 
 // commands are dlq's commands, as the usage errors name them.
-var commands = []string{"list", "show", "replay", "purge", "edit", "history", "serve"}
+var commands = []string{"list", "show", "replay", "purge", "restore", "edit", "history", "serve"}
 
-const commandWords = "list, show, replay, purge, edit, history or serve"
+const commandWords = "list, show, replay, purge, restore, edit, history or serve"
 
 // Ranges and defaults of the flags.
 const (
@@ -55,8 +55,10 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 	case "list":
 		c.jsonFlag(fs)
 		c.filterFlags(fs)
+		c.archiveFlag(fs)
 	case "show":
 		c.jsonFlag(fs)
+		c.archiveFlag(fs)
 	case "edit":
 		fs.StringVar(&d.Edit.File, "body", "", "take the new body from `file` (- for stdin) instead of an editor")
 	case "history":
@@ -69,8 +71,10 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 	case "purge":
 		c.filterFlags(fs)
 		c.allFlag(fs)
-		fs.BoolVar(&d.Yes, "yes", false, "really delete")
+		fs.BoolVar(&d.Yes, "yes", false, "really purge")
+		c.noArchiveFlag(fs)
 	case "serve":
+		c.noArchiveFlag(fs)
 		c.maxReplaysFlag(fs)
 		fs.StringVar(&d.Page.Addr, "addr", defaultAddr, "listen on `host:port`; not loopback needs EAIMQ_DLQ_TOKEN")
 		fs.BoolVar(&d.Page.ReadOnly, "read-only", false, "no action (retry, purge, edit), not even by a hand-made POST")
@@ -88,6 +92,14 @@ func (c *config) jsonFlag(fs *flag.FlagSet) {
 func (c *config) filterFlags(fs *flag.FlagSet) {
 	fs.Var(dlq.StatusFlag{V: &c.dlq.Status}, "status", "select by the last HTTP `status` on record: 100-599, none (no answer), 0 (any)")
 	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(reasonWords(), ", ")+" (transient = failed-twice)")
+}
+
+func (c *config) archiveFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&c.dlq.Archive, "archive", false, "the purged dead letters of claim.dead.archive instead of claim.dead")
+}
+
+func (c *config) noArchiveFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&c.dlq.NoArchive, "no-archive", false, "purge: delete for good instead of moving to claim.dead.archive")
 }
 
 func (c *config) allFlag(fs *flag.FlagSet) {
@@ -240,6 +252,10 @@ func (c *config) check() error {
 		}
 		if d.Page.Refresh != 0 && (d.Page.Refresh < time.Second || d.Page.Refresh > maxRefresh) {
 			return cli.Usagef("-refresh %v: want 0 (never) or 1s to 1h", d.Page.Refresh)
+		}
+	case "restore":
+		if len(d.IDs) == 0 {
+			return cli.Usagef("restore needs IDs (dlq -archive list shows the purged dead letters)")
 		}
 	case "show", "edit":
 		if len(d.IDs) != 1 {

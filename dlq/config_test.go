@@ -103,9 +103,9 @@ func TestParseConfigRefuses(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{nil, nil, "no command: list, show, replay, purge, edit, history or serve"},
-		{[]string{"-json"}, nil, "no command: list, show, replay, purge, edit, history or serve"},
-		{[]string{"frobnicate"}, nil, `unknown command "frobnicate": list, show, replay, purge, edit, history or serve`},
+		{nil, nil, "no command: list, show, replay, purge, restore, edit, history or serve"},
+		{[]string{"-json"}, nil, "no command: list, show, replay, purge, restore, edit, history or serve"},
+		{[]string{"frobnicate"}, nil, `unknown command "frobnicate": list, show, replay, purge, restore, edit, history or serve`},
 		// A flag of another command, before the command or after it.
 		{[]string{"-yes", "list"}, nil, "-yes does nothing for list; leave it out"},
 		{[]string{"list", "-yes"}, nil, "-yes does nothing for list; leave it out"},
@@ -198,13 +198,14 @@ func TestParseConfigHelpAndMistakes(t *testing.T) {
 // derived from these sets.
 func TestEachCommandItsFlags(t *testing.T) {
 	want := map[string]string{
-		"list":    "json limit no-store reason status",
-		"show":    "json limit no-store",
+		"list":    "archive json limit no-store reason status",
+		"show":    "archive json limit no-store",
 		"replay":  "all force limit max-replays no-store reason status",
-		"purge":   "all limit no-store reason status yes",
+		"purge":   "all limit no-archive no-store reason status yes",
+		"restore": "limit no-store",
 		"edit":    "body limit no-store",
 		"history": "json",
-		"serve":   "addr limit max-replays no-store read-only refresh",
+		"serve":   "addr limit max-replays no-archive no-store read-only refresh",
 	}
 	var c config
 	for _, cmd := range commands {

@@ -1,15 +1,16 @@
-// Dlq shows why claims were dead-lettered, and replays, edits or purges
-// them without losing one, keeping a record of who did what.
+// Dlq shows why claims were dead-lettered, and replays, edits, purges or
+// restores them without losing one, keeping a record of who did what.
 //
 // Usage:
 //
-//	dlq [-json] [-status N|none] [-reason R] [-limit N] list
-//	dlq [-json] show ID
+//	dlq [-json] [-archive] [-status N|none] [-reason R] [-limit N] list
+//	dlq [-json] [-archive] show ID
 //	dlq [-status N|none] [-reason R] [-force] [-max-replays N] replay (ID... | -all)
 //	dlq [-body FILE] edit ID
-//	dlq [-status N|none] [-reason R] -yes purge (ID... | -all)
+//	dlq [-status N|none] [-reason R] [-no-archive] -yes purge (ID... | -all)
+//	dlq restore ID...
 //	dlq [-json] history [ID]
-//	dlq [-addr HOST:PORT] [-read-only] [-refresh D] [-max-replays N] serve
+//	dlq [-addr HOST:PORT] [-read-only] [-refresh D] [-max-replays N] [-no-archive] serve
 //	dlq -h | -version
 //
 // Flags may stand anywhere: before the command, after it, among the IDs
@@ -58,9 +59,10 @@
 // store has a record), state, status, excerpt (the partner's last answer,
 // or the error), attempts (partner calls), our_reason (status or error and
 // sentence, for people), replays (x-eaimq-replays), deliveries
-// (x-delivery-count, on a quorum claim.dead) and edit (the x-eaimq-edited
+// (x-delivery-count, on a quorum claim.dead), edit (the x-eaimq-edited
 // record of an edited copy: at, by, via, previous_sha256,
-// idempotency_key).
+// idempotency_key) and purged (the x-eaimq-purged record of a dead letter
+// of the archive: at, by, via).
 //
 // show prints one message: properties, headers (x-death included, one
 // field a line), the reason, an edit and its Idempotency-Key, the attempt
@@ -118,17 +120,43 @@
 // dead-lettered later), and replay never sends the same message_id twice in
 // one run (a second copy is reported and left in claim.dead).
 //
-// purge deletes the selected dead letters; it needs -yes (without it, it
-// prints what it would delete and exits 2) and prints what it deleted.
+// purge moves the selected dead letters to the archive, claim.dead.archive
+// (topology declares it, with a retention: 14 days unless
+// -archive-retention says otherwise), so that a purge can be undone; it
+// needs -yes (without it, it prints what it would archive and exits 2) and
+// prints what it archived. Each goes as replay's copies go: a copy
+// through the default exchange with publisher confirms and mandatory, the
+// message as it is (body, properties, headers, x-death included;
+// persistent, without an expiration or user_id), with the header x-eaimq-purged (at, by, via, and the
+// x-death's from_queue, reason, dead_lettered_at and count, which list and
+// show read when a broker dropped the x-death); the dead letter is acked
+// only after the broker confirmed the copy and did not return it. A
+// returned or nacked copy leaves its dead letter in claim.dead, is named on
+// stderr ("not purged"), and the exit status is 1. When the archive does not
+// exist, purge refuses before it touches anything (exit 78, one line: run
+// topology, or -no-archive). -no-archive deletes for good instead (ack
+// only, as purge did before the archive).
 //
-// The audit trail: every replay, edit and purge (-yes) of the command
-// line and of the page, of one claim or a group, is one JSON line: at,
+// restore moves the named archived dead letters (IDs as for the other
+// commands, looked up in claim.dead.archive) back to claim.dead, as they
+// were before their purge (x-eaimq-purged taken off), each confirmed in
+// claim.dead before it leaves the archive. -archive makes list and show
+// read the archive instead of claim.dead: list's REASON then starts with
+// when it was purged and by whom, -json has "purged" ({at, by, via}; null
+// in claim.dead), and show prints a purged: line. A dead letter past the
+// archive's retention is gone for good: restore then names nothing
+// (exit 1).
+//
+// The audit trail: every replay, edit, purge (-yes) and restore of the
+// command line and of the page, of one claim or a group, is one JSON line: at,
 // who (the named token's name on the page, else the OS user, and who ran
 // sudo), via (dlq replay, dlq serve, ...), action, target (what was
 // asked: the IDs, -all and the filters, a group), ids (the dead letters
 // acted on), not_done (selected or named and not acted on, and why),
-// result (done, partial, failed, nothing), error, and edit (the
-// previous_sha256, sha256 and idempotency_key of an edit). It is the file
+// result (done, partial, failed, nothing), error, edit (the
+// previous_sha256, sha256 and idempotency_key of an edit), and archive
+// (claim.dead.archive for a purge into the archive, null for one for
+// good and for the other actions). It is the file
 // EAI_MQ_DB-audit.jsonl beside an SQLite store (mode 0600), or the table
 // eaimq_audit in a PostgreSQL store's database (created on first use). It
 // is checked before the action: an action whose entry could not be written
@@ -157,7 +185,11 @@
 // (replay, with -max-replays; claims recorded as delivered are skipped),
 // purge one or a group (purge -yes), and edit and retry (edit's checks,
 // its header and its new Idempotency-Key; refused when the dead letter's
-// body changed since the page showed it). A retry or purge reports what it
+// body changed since the page showed it). Its Archive page lists the
+// purged dead letters of claim.dead.archive (when and by whom each was
+// purged), each with a Restore that runs restore (confirmation, CSRF
+// token, token and audit as every action); serve -no-archive makes the
+// page's purge delete for good. A retry or purge reports what it
 // did (replayed, skipped as delivered, refused) and warns when new dead
 // letters arrived in claim.dead while it ran. GET /healthz answers 200 and
 // {"ok":true,"claim_dead":N,"store":"ok"} when the broker and the store
@@ -199,7 +231,7 @@
 // letter the store has no record of (or no reason for); and crash-loop,
 // the broker's delivery_limit, whatever the record says.
 //
-// The store: replay, edit, purge and serve refuse to run (exit 74) when
+// The store: replay, edit, purge, restore and serve refuse to run (exit 74) when
 // EAI_MQ_DB cannot be opened or read, since without it every dead letter
 // looks "unknown" and -reason unknown would select them all; -no-store
 // says there really is none (then nothing can be selected by -status or a
@@ -218,7 +250,9 @@
 //	-force           replay: also claims recorded as delivered, and over -max-replays
 //	-max-replays N   replay, serve: refuse a dead letter replayed N times already: 1-1000 (default 5)
 //	-body FILE       edit: the new body from FILE (- for stdin), not an editor
-//	-yes             purge: really delete
+//	-yes             purge: really purge
+//	-no-archive      purge, serve: delete for good instead of moving to claim.dead.archive
+//	-archive         list, show: the purged dead letters of claim.dead.archive
 //	-no-store        read no store: there is none (replay, edit, purge and serve need this to run without one)
 //	-addr HOST:PORT  serve: where to listen (default 127.0.0.1:8088); not loopback needs a token
 //	-read-only       serve: no action (retry, purge, edit), not even by a hand-made POST
@@ -250,9 +284,11 @@
 // Output: results go to stdout: list's table (and its last line, how many
 // were listed of how many looked at) or JSON lines; show's text or JSON
 // object; replay's "replayed ID" and "skipped ID: why" lines and its count
-// line; edit's replayed line and its Idempotency-Key; purge's "deleted
-// ID" lines and "purged N dead letter(s)" (without -yes, "would delete ID"
-// lines); history's entries; serve's "dlq: serving http://ADDR/" line once
+// line; edit's replayed line and its Idempotency-Key; purge's
+// "archived ID" lines and "purged N dead letter(s) into
+// claim.dead.archive" (with -no-archive "deleted ID" lines; without -yes,
+// "would archive ID" or "would delete ID" lines); restore's "restored ID"
+// lines and "restored N dead letter(s) to claim.dead"; history's entries; serve's "dlq: serving http://ADDR/" line once
 // it listens. Errors, warnings, IDs not found or naming several, and dead
 // letters not replayed (refused by -max-replays or by the broker) go to
 // stderr.
@@ -263,7 +299,9 @@
 //	     delivered or as replayed already in this run; for edit: also a
 //	     body saved unchanged)
 //	1    a named ID is not in claim.dead, or is the claimId of several
-//	     dead letters (show, replay, edit, purge -yes); or a replay was
+//	     dead letters (show, replay, edit, purge -yes; restore: not in
+//	     claim.dead.archive); or purge's copy was returned or nacked by
+//	     the archive, and that dead letter stays in claim.dead; or a replay was
 //	     refused, by -max-replays or by the broker (nack or return), and
 //	     that dead letter stays in claim.dead; or edit's dead letter
 //	     changed or went meanwhile, or its editor failed; or history
@@ -275,12 +313,14 @@
 //	65   edit: the new body is not a claim publish would send, or changes
 //	     the guid; nothing was replayed
 //	69   the broker cannot be reached
-//	74   the store cannot be opened or read (replay, edit, purge, serve;
+//	74   the store cannot be opened or read (replay, edit, purge, restore, serve;
 //	     any command when a lookup fails); or the audit trail cannot be
 //	     written (nothing was done), or could not record what was done
 //	75   replay: no confirm in time; the dead letters of that batch stay
 //	77   the broker refused the user or password
 //	78   claim.dead or eai.claim does not exist: run topology first; or
+//	     purge (without -no-archive) or restore: claim.dead.archive does
+//	     not exist (nothing was purged); or
 //	     the vhost does not exist, or a TLS setting is wrong; or serve
 //	     cannot listen on -addr
 //	130  interrupted; every dead letter not yet acted on stays in claim.dead

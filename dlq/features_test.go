@@ -47,7 +47,7 @@ func (w *world) dlqWithEnv(env map[string]string, stdin io.Reader, args ...strin
 // jsonKeys is the documented shape of a list -json row: every key, on
 // every row.
 var jsonKeys = []string{"attempts", "broker_count", "broker_reason", "claim_id", "crash_loop", "dead_lettered_at", "dead_reason",
-	"deliveries", "edit", "excerpt", "from_queue", "message_id", "our_reason", "reason", "recorded", "replays", "state", "status"}
+	"deliveries", "edit", "excerpt", "from_queue", "message_id", "our_reason", "purged", "reason", "recorded", "replays", "state", "status"}
 
 // TestListColumnsAndShape is issue 23's item 1: the table shows the
 // partner's last status and (the message of) its answer, and the broker's
@@ -174,7 +174,7 @@ func TestLookupByClaimID(t *testing.T) {
 	if code, out, errs := w.dlq("replay", "BUSY-1"); code != 0 || !strings.Contains(out, "replayed busy-1") {
 		t.Errorf("replay BUSY-1: %d\n%s%s", code, out, errs)
 	}
-	if code, out, errs := w.dlq("-yes", "purge", "C-N1", "twin-a"); code != 0 || !brokertest.ContainsAll(out, "deleted nodocs-1", "deleted twin-a", "purged 2") {
+	if code, out, errs := w.dlq("-yes", "purge", "C-N1", "twin-a"); code != 0 || !brokertest.ContainsAll(out, "archived nodocs-1", "archived twin-a", "purged 2") {
 		t.Errorf("purge C-N1 twin-a: %d\n%s%s", code, out, errs)
 	}
 	if d := w.vh.Drain(t, topo.Queue); len(d) != 1 || d[0].MessageId != "busy-1" {
@@ -194,7 +194,7 @@ func TestHintsLeadToPurge(t *testing.T) {
 	w := mixedRun(t)
 	w.deadLetter(amqp.Publishing{MessageId: "good-1", Body: brokertest.Claim("good-1", "C-1", "r.pdf"), DeliveryMode: 2})
 	code, out, errs := w.dlq("replay", "good-1")
-	if code != 0 || !strings.Contains(out, "skipped good-1: the store records it as delivered, so this dead copy is stale; delete it with: dlq -yes purge good-1") ||
+	if code != 0 || !strings.Contains(out, "skipped good-1: the store records it as delivered, so this dead copy is stale; purge it with: dlq -yes purge good-1") ||
 		strings.Contains(out+errs, "-force") {
 		t.Errorf("replay of a delivered claim: %d\n%s%s", code, out, errs)
 	}

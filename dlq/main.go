@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // acts says whether cmd changes claim.dead, and so writes the audit trail.
 func acts(c config) bool {
 	switch c.cmd {
-	case "replay", "edit", "serve":
+	case "replay", "edit", "serve", "restore":
 		return true
 	case "purge":
 		return c.dlq.Yes
@@ -90,7 +90,11 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		return err
 	}
 	defer broker.Close(conn)
-	b, err := dlq.NewBrowser(conn, st)
+	newBrowser := dlq.NewBrowser
+	if c.cmd == "restore" || c.dlq.Archive {
+		newBrowser = dlq.NewArchiveBrowser // the purged dead letters
+	}
+	b, err := newBrowser(conn, st)
 	if err != nil {
 		return err
 	}
@@ -106,6 +110,8 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		return dlq.Replay(ctx, b, c.dlq, stdout, stderr)
 	case "edit":
 		return dlq.Edit(ctx, b, c.dlq, stdout, stderr)
+	case "restore":
+		return dlq.Restore(ctx, b, c.dlq, stdout, stderr)
 	default:
 		return dlq.Purge(ctx, b, c.dlq, stdout, stderr)
 	}

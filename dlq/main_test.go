@@ -182,19 +182,29 @@ func TestReplaySkipsDelivered(t *testing.T) {
 
 func TestPurgeExactlyOne(t *testing.T) {
 	w := mixedRun(t)
-	if code, out, _ := w.dlq("purge", "nodocs-0"); code != cli.ExitUsage || !strings.Contains(out, "would delete nodocs-0") {
+	if code, out, _ := w.dlq("purge", "nodocs-0"); code != cli.ExitUsage || !strings.Contains(out, "would archive nodocs-0") {
 		t.Fatalf("purge without -yes: %d\n%s", code, out)
 	}
 	if n := w.vh.Depth(t, topo.DeadQueue); n != 4 {
 		t.Fatalf("a dry run deleted: %d left", n)
 	}
 	code, out, _ := w.dlq("-yes", "purge", "nodocs-0")
-	if code != 0 || !strings.Contains(out, "deleted nodocs-0") {
+	if code != 0 || !strings.Contains(out, "archived nodocs-0") {
 		t.Fatalf("purge: %d\n%s", code, out)
 	}
 	rows := w.rows()
-	if _, still := rows["nodocs-0"]; still || len(rows) != 3 {
+	if _, still := rows["nodocs-0"]; still || len(rows) != 3 || w.vh.Depth(t, topo.ArchiveQueue) != 1 {
 		t.Errorf("after purge: %v", rows)
+	}
+	// For good: the dry run says so, and the archive gets nothing.
+	if code, out, _ := w.dlq("-no-archive", "purge", "nodocs-1"); code != cli.ExitUsage || !strings.Contains(out, "would delete nodocs-1") {
+		t.Fatalf("purge -no-archive without -yes: %d\n%s", code, out)
+	}
+	if code, out, _ := w.dlq("-yes", "-no-archive", "purge", "nodocs-1"); code != 0 || !strings.Contains(out, "deleted nodocs-1") {
+		t.Fatalf("purge -no-archive: %d\n%s", code, out)
+	}
+	if rows := w.rows(); len(rows) != 2 || w.vh.Depth(t, topo.ArchiveQueue) != 1 {
+		t.Errorf("after purge -no-archive: %v", rows)
 	}
 }
 
@@ -332,29 +342,8 @@ func (w *world) dlqWith(db string, args ...string) (int, string, string) {
 	return w.dlq(args...)
 }
 
-// deadLetter puts messages straight into claim.dead, confirmed, as another
-// tool (or a crafted publisher) could.
-func (w *world) deadLetter(msgs ...amqp.Publishing) {
-	w.t.Helper()
-	ch := w.vh.Channel(w.t)
-	defer ch.Close()
-	if err := ch.Confirm(false); err != nil {
-		w.t.Fatal(err)
-	}
-	before := w.vh.Depth(w.t, topo.DeadQueue)
-	for _, m := range msgs {
-		dc, err := ch.PublishWithDeferredConfirm("", topo.DeadQueue, true, false, m)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		if !dc.Wait() {
-			w.t.Fatal("nacked")
-		}
-	}
-	brokertest.Eventually(w.t, 5*time.Second, "dead letters queued", func() bool {
-		return w.vh.Depth(w.t, topo.DeadQueue) == before+len(msgs)
-	})
-}
+// deadLetter puts messages straight into claim.dead, confirmed.
+func (w *world) deadLetter(msgs ...amqp.Publishing) { w.t.Helper(); w.vh.DeadLetter(w.t, msgs...) }
 
 // TestReasonIsRecorded: a partner answering 200 (a proxy, a health page)
 // gets claims dead-lettered as unexpected-status. dlq shows the reason the
@@ -553,7 +542,7 @@ func TestUnknownIDs(t *testing.T) {
 	}
 	// The IDs that are there are acted on; the exit says one was not.
 	code, out, _ := w.dlq("-yes", "purge", "nodocs-0", "nope")
-	if code != cli.ExitFailure || !strings.Contains(out, "deleted nodocs-0") {
+	if code != cli.ExitFailure || !strings.Contains(out, "archived nodocs-0") {
 		t.Errorf("purge of one known and one unknown ID: %d\n%s", code, out)
 	}
 	if n := w.vh.Depth(t, topo.DeadQueue); n != 3 {
@@ -569,7 +558,7 @@ func TestFlagsAnywhere(t *testing.T) {
 	if code, out, errs := w.dlq("show", "--", "-odd"); code != 0 || !strings.Contains(out, "message_id:    -odd") {
 		t.Errorf("show -- -odd: %d\n%s%s", code, out, errs)
 	}
-	if code, out, errs := w.dlq("purge", "nodocs-0", "-yes"); code != 0 || !strings.Contains(out, "deleted nodocs-0") {
+	if code, out, errs := w.dlq("purge", "nodocs-0", "-yes"); code != 0 || !strings.Contains(out, "archived nodocs-0") {
 		t.Errorf("purge X -yes: %d\n%s%s", code, out, errs)
 	}
 	if code, out, errs := w.dlq("list", "-json"); code != 0 || strings.Count(out, "\n") != 4 || !strings.HasPrefix(out, "{") {

@@ -23,7 +23,14 @@ type config struct {
 	kind    topo.QueueType // -queue-type
 	migrate topo.QueueType // -migrate; "" when not asked
 	plan    retry.Plan     // -retry-delays
+	// archive is -archive-retention: how long claim.dead.archive keeps a
+	// purged dead letter; 0: no archive is declared (nor checked).
+	archive time.Duration
 }
+
+// maxArchive bounds -archive-retention: 49 days, under the 2^32-1 ms
+// that is the largest x-message-ttl RabbitMQ takes.
+const maxArchive = 1176 * time.Hour
 
 // parseConfig reads the flags in args and the broker address from getenv.
 // It dials nothing: every mistake it finds is a usage error (exit 2),
@@ -38,6 +45,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
 	queueType := fs.String("queue-type", string(topo.Classic), "`type` of claim.in and claim.dead: classic or quorum")
 	migrate := fs.String("migrate", "", "move claim.in and claim.dead, claims and all, to queue `type` classic or quorum")
+	archive := fs.Duration("archive-retention", topo.DefaultArchiveRetention, "claim.dead.archive keeps a purged dead letter for `d` (dlq restore): 0 (no archive) or 1m to 1176h")
 	retryDelays := fs.String("retry-delays", "", "also declare the consumer's delay queues for `delays` such as 1s,10s,1m (consumer --retry-delays)")
 	if err := cli.Flags(fs, doc, args, stdout); err != nil {
 		return config{}, err
@@ -45,7 +53,10 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	if fs.NArg() > 0 {
 		return config{}, cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
-	c := config{timeout: *timeout, check: *check, strict: *strict, json: *asJSON}
+	c := config{timeout: *timeout, check: *check, strict: *strict, json: *asJSON, archive: *archive}
+	if c.archive != 0 && (c.archive < time.Minute || c.archive > maxArchive) {
+		return config{}, cli.Usagef("-archive-retention %v: want 0 (no archive) or 1m to 1176h", c.archive)
+	}
 	if c.strict && !c.check {
 		return config{}, cli.Usagef("-strict goes with -check")
 	}
@@ -62,8 +73,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		if c.migrate, err = topo.ParseQueueType(*migrate); err != nil {
 			return config{}, cli.Usagef("-migrate: %v", err)
 		}
-		if *check || *asJSON || *retryDelays != "" {
-			return config{}, cli.Usagef("-migrate cannot be combined with -check, -json or -retry-delays")
+		if *check || *asJSON || *retryDelays != "" || flagSet(fs, "archive-retention") {
+			return config{}, cli.Usagef("-migrate cannot be combined with -check, -json, -retry-delays or -archive-retention")
 		}
 		if flagSet(fs, "queue-type") && c.kind != c.migrate {
 			return config{}, cli.Usagef("-queue-type %s contradicts -migrate %s", c.kind, c.migrate)

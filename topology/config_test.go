@@ -14,7 +14,7 @@ import (
 // TestParseConfig: every flag in its -flag and --flag forms, the checks
 // between them, the address, -h and -version, without a broker.
 func TestParseConfig(t *testing.T) {
-	base := config{url: broker.DefaultURL, vhost: "/", timeout: 10 * time.Second, kind: topo.Classic}
+	base := config{url: broker.DefaultURL, vhost: "/", timeout: 10 * time.Second, kind: topo.Classic, archive: topo.DefaultArchiveRetention}
 	with := func(f func(*config)) config { c := base; f(&c); return c }
 	plan := func(ds ...time.Duration) retry.Plan { return retry.Plan{Delays: ds} }
 	for _, tc := range []struct {
@@ -44,11 +44,11 @@ func TestParseConfig(t *testing.T) {
 			want: with(func(c *config) { c.kind, c.migrate = topo.Quorum, topo.Quorum })},
 		{name: "-migrate raft", args: []string{"-migrate", "raft"}, code: 2, msg: `-migrate: queue type "raft": want classic or quorum`},
 		{name: "-migrate -check", args: []string{"-migrate", "quorum", "-check"}, code: 2,
-			msg: "-migrate cannot be combined with -check, -json or -retry-delays"},
+			msg: "-migrate cannot be combined with -check, -json, -retry-delays or -archive-retention"},
 		{name: "-migrate -json", args: []string{"-migrate", "quorum", "-json"}, code: 2,
-			msg: "-migrate cannot be combined with -check, -json or -retry-delays"},
+			msg: "-migrate cannot be combined with -check, -json, -retry-delays or -archive-retention"},
 		{name: "-migrate -retry-delays", args: []string{"-migrate", "quorum", "-retry-delays", "1s"}, code: 2,
-			msg: "-migrate cannot be combined with -check, -json or -retry-delays"},
+			msg: "-migrate cannot be combined with -check, -json, -retry-delays or -archive-retention"},
 		{name: "-migrate against -queue-type", args: []string{"-queue-type", "classic", "-migrate", "quorum"}, code: 2,
 			msg: "-queue-type classic contradicts -migrate quorum"},
 		{name: "-retry-delays", args: []string{"-retry-delays", "1s,1m,1s"},
@@ -57,6 +57,13 @@ func TestParseConfig(t *testing.T) {
 		{name: "-retry-delays below 1s", args: []string{"-retry-delays", "100ms"}, code: 2,
 			msg: `-retry-delays "100ms": comma-separated durations, each whole seconds from 1s to 24h (example: 1s,10s,1m)`},
 		{name: "-retry-delays beyond 24h", args: []string{"-retry-delays", "25h"}, code: 2},
+		{name: "-archive-retention", args: []string{"-archive-retention", "720h"}, want: with(func(c *config) { c.archive = 720 * time.Hour })},
+		{name: "-archive-retention 0", args: []string{"--archive-retention=0"}, want: with(func(c *config) { c.archive = 0 })},
+		{name: "-archive-retention below 1m", args: []string{"-archive-retention", "30s"}, code: 2,
+			msg: "-archive-retention 30s: want 0 (no archive) or 1m to 1176h"},
+		{name: "-archive-retention beyond 49 days", args: []string{"-archive-retention", "1177h"}, code: 2},
+		{name: "-migrate -archive-retention", args: []string{"-migrate", "quorum", "-archive-retention", "1h"}, code: 2,
+			msg: "-migrate cannot be combined with -check, -json, -retry-delays or -archive-retention"},
 		{name: "an argument", args: []string{"extra"}, code: 2, msg: `unexpected argument "extra"`},
 		{name: "an argument after a flag", args: []string{"-check", "extra"}, code: 2, msg: `unexpected argument "extra"`},
 		{name: "an unknown flag", args: []string{"-bogus"}, code: 2},

@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	topology [-check [-strict]] [-json] [-queue-type classic|quorum] [-timeout d]
+//	topology [-check [-strict]] [-json] [-queue-type classic|quorum] [-archive-retention d] [-timeout d]
 //	topology -migrate classic|quorum [-timeout d]
 //	topology -h | -version
 //
@@ -21,6 +21,23 @@
 //	                     x-dead-letter-routing-key=claim.dead
 //	binding  eai.claim -> claim.in   key claim
 //	binding  eai.dlx   -> claim.dead key claim.dead
+//
+// and then, after the lab's objects, the archive of dlq purge:
+//
+//	queue    claim.dead.archive  durable, x-message-ttl=1209600000
+//
+// dlq purge moves a dead letter there instead of deleting it, and dlq
+// restore brings it back to claim.dead, for as long as the archive keeps it:
+// its x-message-ttl is -archive-retention (default 336h, 14 days, in ms),
+// and a message past it is dropped (the archive has no dead-letter
+// exchange). It is bound to no exchange: dlq publishes to it through the
+// default exchange. With -queue-type quorum it is a quorum queue with
+// claim.dead's delivery limit (x-queue-type=quorum,
+// x-delivery-limit=2147483647). An archive of the other type with the same
+// retention is kept as it is, with a warning on stderr (-migrate moves
+// claim.in and claim.dead, not the archive, whose claims are purged ones).
+// -archive-retention 0 declares (and -check checks) no archive; dlq purge
+// then refuses unless -no-archive.
 //
 // With -queue-type quorum, claim.in and claim.dead are quorum queues,
 // replicated over the nodes of a cluster (scripts/cluster.sh starts a
@@ -66,7 +83,10 @@
 // type (claim.in is a classic queue and -queue-type quorum was asked, or
 // the other way round), it says so, with how many claims the queue holds,
 // and gives the plan: stop the consumers, then run topology -migrate. It
-// never deletes a queue.
+// never deletes a queue. An archive with another retention is the same
+// 406: the message says to give -archive-retention the value it was
+// declared with (the broker's "current is", in ms), or to restore what it
+// holds before deleting it.
 //
 // With -migrate TYPE it moves claim.dead, then claim.in, to queues of that
 // type, claims and all, losing none; -migrate quorum also moves a quorum
@@ -107,7 +127,10 @@
 // by default): a quorum queue's line shows x-queue-type=quorum, and a queue
 // of the other type is reported as such ("a quorum queue, not classic
 // (N ready); topology -migrate classic moves it, claims and all"). A quorum
-// queue declared without its delivery limit is ok, and says so.
+// queue declared without its delivery limit is ok, and says so. A missing
+// claim.dead.archive is a line starting "warn", not a problem (the lab's
+// contract holds without it; dlq purge refuses until it exists); one that
+// differs from -archive-retention is a PROBLEM.
 //
 // -check is also a pre-upgrade check: after the contract's lines, lines
 // starting "4.x:" say what would change or break on RabbitMQ 4.x for the
@@ -145,6 +168,11 @@
 //	-migrate t   move claim.in and claim.dead, with their claims, to type
 //	             t (classic or quorum); not with -check or -json, and
 //	             -queue-type, if given, must be the same
+//	-archive-retention d
+//	             claim.dead.archive keeps a purged dead letter for d
+//	             (x-message-ttl): 0 (no archive) or 1m to 1176h, 49 days,
+//	             under RabbitMQ's largest TTL (default 336h, 14 days);
+//	             not with -migrate, which leaves the archive as it is
 //	-retry-delays LIST
 //	             also declare the consumer's delay queues for its
 //	             --retry-delays LIST (such as 1s,10s,1m), of -queue-type, or
@@ -175,8 +203,12 @@
 //
 //	topology: declared 2 exchanges, 2 queues, 2 bindings in vhost "/" (amqp://guest:xxxxx@127.0.0.1:5672/%2F)
 //
-// ("2 quorum queues" with -queue-type quorum), and with -retry-delays a
-// second line naming the delay queues:
+// ("2 quorum queues" with -queue-type quorum), then a line for the archive
+// (none with -archive-retention 0),
+//
+//	topology: declared the archive queue claim.dead.archive: dlq purge keeps a claim there for 14 days (dlq restore brings it back)
+//
+// and with -retry-delays a line naming the delay queues:
 //
 //	topology: declared 3 delay queue(s) for consumer --retry-delays 1s,10s,1m: claim.retry.1s, claim.retry.10s, claim.retry.1m
 //
@@ -211,7 +243,8 @@
 // With -json, stdout holds one JSON object on one line instead. After a
 // declaration:
 //
-//	{"vhost":"/","declared":{"exchanges":2,"queues":2,"bindings":2}}
+//	{"vhost":"/","declared":{"exchanges":2,"queues":2,"bindings":2},
+//	 "archive":{"queue":"claim.dead.archive","retention_ms":1209600000}}
 //
 // After -check, whether it found problems (exit 78) or not (exit 0); ok is
 // true when every item is, and notes is there only when there are notes:
@@ -222,7 +255,9 @@
 //	 "upgrade":{"broker":"RabbitMQ 3.10.8","version":"3.10.8","ok":false,
 //	 "items":[{"what":"4.x: upgrade path","ok":false,"detail":"..."},...],"notes":[...]}}
 //
-// (upgrade.ok is false when a finding warns; it never changes ok.)
+// (upgrade.ok is false when a finding warns; it never changes ok. A
+// missing archive is an item with "ok":false and "warn":true, and does not
+// change ok either.)
 //
 // When the declaration fails or the check cannot finish, -json prints
 // nothing on stdout; the error is on stderr.
@@ -235,8 +270,8 @@
 //	1    -check -strict: the contract is sound, but the pre-upgrade check
 //	     warns of something RabbitMQ 4.x would change or break
 //	2    usage error (an unknown -queue-type or -migrate type, -migrate
-//	     with -check or -json or another -queue-type, -strict without
-//	     -check), or an EAI_AMQP_URL that cannot be used (unparsable,
+//	     with -check, -json, -archive-retention or another -queue-type,
+//	     -strict without -check, -archive-retention out of range), or an EAI_AMQP_URL that cannot be used (unparsable,
 //	     port out of range)
 //	69   the broker cannot be reached: refused, unreachable, no answer
 //	     within -timeout, or amqps:// against a port that does not speak TLS;

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -53,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case cfg.migrate != "":
 		return migrate.Run(ctx, conn, migrate.Config{VHost: cfg.vhost, To: cfg.migrate}, stdout)
 	case cfg.check:
-		cc := check.Config{URL: cfg.url, VHost: cfg.vhost, Kind: cfg.kind, Plan: cfg.plan, JSON: cfg.json, Strict: cfg.strict}
+		cc := check.Config{URL: cfg.url, VHost: cfg.vhost, Kind: cfg.kind, Plan: cfg.plan, JSON: cfg.json, Strict: cfg.strict, Archive: cfg.archive}
 		if ctl, ok := rabbitctl.FromEnv(getenv); ok {
 			cc.Ctl = &ctl
 		}
@@ -75,6 +76,19 @@ func declare(conn *amqp.Connection, cfg config, stdout, stderr io.Writer) error 
 		// has the broker's default limit, and claim.dead then drops.
 		fmt.Fprintf(stderr, "topology: warning: %s\n", keptWarning(q, cfg.vhost))
 	}
+	// The archive after the contract: it is dlq's, and the lab's objects
+	// stay declared first, as they always were.
+	if cfg.archive > 0 {
+		other, err := topo.DeclareArchive(conn, kind, cfg.archive)
+		if err != nil {
+			return topo.Explain(conn, err, cfg.vhost, kind)
+		}
+		if other != "" {
+			// It works as it is: -migrate leaves the archive alone.
+			fmt.Fprintf(stderr, "topology: warning: %s in vhost %q is a %s queue, not %s: kept as it is (it works either way; -migrate does not move it)\n",
+				topo.ArchiveQueue, cfg.vhost, other, kind)
+		}
+	}
 	// The delay queues last: they dead-letter into eai.claim, which now
 	// exists, so a claim that expires in one always has its way back.
 	if err := declareRetryQueues(conn, kind, plan); err != nil {
@@ -85,7 +99,7 @@ func declare(conn *amqp.Connection, cfg config, stdout, stderr io.Writer) error 
 		enc.SetEscapeHTML(false)
 		enc.Encode(declared{VHost: cfg.vhost, Declared: counts{ // numbers: only the write can fail, as with text
 			Exchanges: len(topo.Exchanges), Queues: len(topo.QueuesFor(kind)), Bindings: len(topo.Bindings),
-			DelayQueues: len(plan.Queues())}, KeptWithoutLimit: kept})
+			DelayQueues: len(plan.Queues())}, KeptWithoutLimit: kept, Archive: archiveOf(cfg)})
 		return nil
 	}
 	queues := fmt.Sprintf("%d queues", len(topo.QueuesFor(kind)))
@@ -95,6 +109,11 @@ func declare(conn *amqp.Connection, cfg config, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "topology: declared %d exchanges, %s, %d bindings in vhost %q (%s)\n",
 		len(topo.Exchanges), queues, len(topo.Bindings), cfg.vhost, redact.URL(cfg.url))
+	if cfg.archive > 0 {
+		// A line of its own, so that the lab's line above stays as it was.
+		fmt.Fprintf(stdout, "topology: declared the archive queue %s: dlq purge keeps a claim there for %s (dlq restore brings it back)\n",
+			topo.ArchiveQueue, retention(cfg.archive))
+	}
 	if len(plan.Delays) > 0 {
 		// A line of its own: the lab's line above stays as it was.
 		fmt.Fprintf(stdout, "topology: declared %d delay queue(s) for consumer --retry-delays %s: %s\n",
@@ -137,6 +156,28 @@ type declared struct {
 	// KeptWithoutLimit: the quorum queues kept as an older eaimq declared
 	// them, without x-delivery-limit (topo.DeclareKept).
 	KeptWithoutLimit []string `json:"kept_without_delivery_limit,omitempty"`
+	// Archive is claim.dead.archive, unless -archive-retention 0.
+	Archive *archived `json:"archive,omitempty"`
+}
+
+type archived struct {
+	Queue       string `json:"queue"`
+	RetentionMS int64  `json:"retention_ms"`
+}
+
+func archiveOf(cfg config) *archived {
+	if cfg.archive == 0 {
+		return nil
+	}
+	return &archived{Queue: topo.ArchiveQueue, RetentionMS: cfg.archive.Milliseconds()}
+}
+
+// retention says d in days when it is whole days (336h is "14 days").
+func retention(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return d.String()
 }
 
 // keptWarning is what topology says of a quorum queue it kept without its

@@ -56,13 +56,18 @@ func TestDeclareTwiceMatchesContract(t *testing.T) {
 	out = []byte(strings.NewReplacer(`{"x-queue-type","classic"},`, "", `,{"x-queue-type","classic"}`, "", `{"x-queue-type","classic"}`, "").Replace(string(out)))
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	slices.Sort(lines)
-	if len(lines) != 2 {
-		t.Fatalf("want exactly 2 queues, got:\n%s", out)
+	// The contract's two queues, and the archive dlq purge moves dead
+	// letters to, with its 14 days' TTL.
+	if len(lines) != 3 {
+		t.Fatalf("want exactly 3 queues, got:\n%s", out)
 	}
 	if !strings.HasPrefix(lines[0], "claim.dead\ttrue\t[]") {
 		t.Errorf("claim.dead: got %q", lines[0])
 	}
-	in := lines[1]
+	if lines[1] != `claim.dead.archive	true	[{"x-message-ttl",1209600000}]` {
+		t.Errorf("claim.dead.archive: got %q", lines[1])
+	}
+	in := lines[2]
 	for _, want := range []string{"claim.in\ttrue\t", `{"x-dead-letter-exchange","eai.dlx"}`, `{"x-dead-letter-routing-key","claim.dead"}`} {
 		if !strings.Contains(in, want) {
 			t.Errorf("claim.in lacks %s: %q", want, in)
@@ -123,6 +128,10 @@ func TestCheckChangesNothing(t *testing.T) {
 	if n := strings.Count(stdout, "PROBLEM"); n != 6 {
 		t.Errorf("want 6 problems (2 exchanges, 2 queues, 2 bindings), got %d:\n%s", n, stdout)
 	}
+	// The archive is dlq's, not the lab's: missing, it is a warning.
+	if !strings.Contains(stdout, "warn    queue claim.dead.archive (durable, x-message-ttl=1209600000): missing: dlq purge refuses") {
+		t.Errorf("-check does not warn of the missing archive:\n%s", stdout)
+	}
 	if q := vh.Queues(t); len(q) != 0 {
 		t.Errorf("-check created queues: %v", q)
 	}
@@ -164,6 +173,7 @@ func TestJSON(t *testing.T) {
 		What   string
 		OK     *bool
 		Detail *string
+		Warn   bool
 	}
 	type result struct {
 		VHost    *string `json:"vhost"`
@@ -171,6 +181,10 @@ func TestJSON(t *testing.T) {
 		Items    []item  `json:"items"`
 		Notes    []string
 		Declared *struct{ Exchanges, Queues, Bindings int }
+		Archive  *struct {
+			Queue       string
+			RetentionMS int64 `json:"retention_ms"`
+		}
 		// The pre-upgrade check's findings, after -check (upgrade_test.go).
 		Upgrade *struct {
 			Broker, Version string
@@ -207,6 +221,13 @@ func TestJSON(t *testing.T) {
 		}
 		var bad []string
 		for _, it := range r.Items {
+			if it.Warn {
+				// The archive, missing: not ok, and not a problem.
+				if it.What != "queue claim.dead.archive (durable, x-message-ttl=1209600000)" || *it.OK || wantCode == 0 {
+					t.Errorf("warning %+v", it)
+				}
+				continue
+			}
 			if it.What == "" || it.OK == nil || it.Detail == nil || (*it.Detail == "") != *it.OK {
 				t.Errorf("item %+v: want what, ok and detail, a detail when not ok", it)
 				continue
@@ -215,8 +236,8 @@ func TestJSON(t *testing.T) {
 				bad = append(bad, it.What+": "+*it.Detail)
 			}
 		}
-		if len(r.Items) != 6 || !slices.Equal(bad, wantBad) {
-			t.Errorf("%d items, problems %q; want 6 items and %q", len(r.Items), bad, wantBad)
+		if len(r.Items) != 7 || !slices.Equal(bad, wantBad) {
+			t.Errorf("%d items, problems %q; want 7 items and %q", len(r.Items), bad, wantBad)
 		}
 	}
 	missing := func(what string) string { return what + ": missing (run topology)" }
@@ -234,7 +255,8 @@ func TestJSON(t *testing.T) {
 		t.Fatalf("-json: exit %d\n%s", code, stderr)
 	}
 	r := decode([]string{"-json"}, stdout)
-	if r.Declared == nil || *r.Declared != (struct{ Exchanges, Queues, Bindings int }{2, 2, 2}) || r.OK != nil || r.Items != nil || r.Upgrade != nil {
+	if r.Declared == nil || *r.Declared != (struct{ Exchanges, Queues, Bindings int }{2, 2, 2}) ||
+		r.Archive == nil || r.Archive.Queue != "claim.dead.archive" || r.Archive.RetentionMS != 1209600000 || r.OK != nil || r.Items != nil || r.Upgrade != nil {
 		t.Errorf("-json: %s", stdout)
 	}
 	check(0, nil)

@@ -67,7 +67,7 @@ func TestCheckMirroredPolicy(t *testing.T) {
 	for _, want := range []string{
 		"ok      4.x: broker RabbitMQ 3.",
 		"warn    4.x: upgrade path: 3.",
-		"warn    4.x: classic mirrored queues: policy mirror-claims (ha-mode=all, ha-sync-mode=automatic) mirrors claim.dead, claim.in: 4.x has no classic mirroring",
+		"warn    4.x: classic mirrored queues: policy mirror-claims (ha-mode=all, ha-sync-mode=automatic) mirrors claim.dead, claim.dead.archive, claim.in: 4.x has no classic mirroring",
 		"topology -migrate quorum",
 	} {
 		if !strings.Contains(stdout, want) {

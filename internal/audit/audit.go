@@ -28,13 +28,16 @@ type Entry struct {
 	At      time.Time // when it ended
 	Who     string    // a named token's name, or the OS user
 	Via     string    // the program and command: "dlq replay", "dlq serve"
-	Action  string    // replay, edit, purge
+	Action  string    // replay, edit, purge, restore
 	Target  string    // what was asked: the IDs, -all and the filters, a group
 	IDs     []string  // the dead letters it acted on: replayed, edited, deleted
 	NotDone []NotDone // selected or named and not acted on, and why
 	Result  string    // one of the Result words
 	Error   string    // what stopped it ("" when nothing did)
 	Edit    *Edit     // for an edit
+	// Archive is where a purge moved the dead letters (claim.dead.archive);
+	// "" for a purge for good (-no-archive) and for the other actions.
+	Archive string
 }
 
 // The results.
@@ -70,6 +73,7 @@ type entryJSON struct {
 	Result  string    `json:"result"`
 	Error   *string   `json:"error"`
 	Edit    *Edit     `json:"edit"`
+	Archive *string   `json:"archive"`
 }
 
 // MarshalJSON writes the entry's one line.
@@ -85,6 +89,9 @@ func (e Entry) MarshalJSON() ([]byte, error) {
 	if e.Error != "" {
 		j.Error = &e.Error
 	}
+	if e.Archive != "" {
+		j.Archive = &e.Archive
+	}
 	return json.Marshal(j)
 }
 
@@ -98,6 +105,9 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		NotDone: j.NotDone, Result: j.Result, Edit: j.Edit}
 	if j.Error != nil {
 		e.Error = *j.Error
+	}
+	if j.Archive != nil {
+		e.Archive = *j.Archive
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func TestEntryJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"at":"1970-01-01T00:00:00Z","who":"w","via":"dlq purge","action":"purge","target":"","ids":[],"not_done":[],"result":"nothing","error":null,"edit":null}`
+	want := `{"at":"1970-01-01T00:00:00Z","who":"w","via":"dlq purge","action":"purge","target":"","ids":[],"not_done":[],"result":"nothing","error":null,"edit":null,"archive":null}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}

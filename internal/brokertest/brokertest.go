@@ -158,12 +158,42 @@ func (v *VHost) Getenv(extra map[string]string) func(string) string {
 	}
 }
 
-// Topology declares the contract's topology in the vhost.
+// Topology declares what topology declares by default in the vhost: the
+// contract, and the archive queue dlq purge moves dead letters to.
 func (v *VHost) Topology(t testing.TB) {
 	t.Helper()
-	if err := topo.Declare(v.Dial(t)); err != nil {
+	conn := v.Dial(t)
+	if err := topo.Declare(conn); err != nil {
 		t.Fatalf("declare topology: %v", err)
 	}
+	if _, err := topo.DeclareArchive(conn, topo.Classic, topo.DefaultArchiveRetention); err != nil {
+		t.Fatalf("declare the archive: %v", err)
+	}
+}
+
+// DeadLetter puts msgs straight into claim.dead, each confirmed (through
+// the default exchange, mandatory), as another tool or a crafted
+// publisher could, and waits until claim.dead counts them.
+func (v *VHost) DeadLetter(t testing.TB, msgs ...amqp.Publishing) {
+	t.Helper()
+	ch := v.Channel(t)
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	before := v.Depth(t, topo.DeadQueue)
+	for _, m := range msgs {
+		dc, err := ch.PublishWithDeferredConfirm("", topo.DeadQueue, true /* mandatory */, false, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dc.Wait() {
+			t.Fatal("nacked")
+		}
+	}
+	Eventually(t, 10*time.Second, "dead letters queued", func() bool {
+		return v.Depth(t, topo.DeadQueue) == before+len(msgs)
+	})
 }
 
 // Drain takes every message in queue with basic.get and acks it.

@@ -30,6 +30,7 @@ import (
 type Browser struct {
 	conn  *amqp.Connection // replay publishes its copies on another channel of it
 	ch    *amqp.Channel
+	queue string      // the queue it walks: claim.dead, or the archive (NewArchiveBrowser)
 	store store.Store // nil when there is none
 
 	// Set by walk: what claim.dead held when the walk started, how many
@@ -47,16 +48,29 @@ type Browser struct {
 // consumer recorded from st (nil: no store). Closing the channel (Close),
 // the connection, or dying returns every message not acked to claim.dead.
 func NewBrowser(conn *amqp.Connection, st store.Store) (*Browser, error) {
+	return newBrowser(conn, st, topo.DeadQueue)
+}
+
+// NewArchiveBrowser is NewBrowser for claim.dead.archive, the purged dead
+// letters (list -archive, show -archive, restore), walked the same way.
+func NewArchiveBrowser(conn *amqp.Connection, st store.Store) (*Browser, error) {
+	return newBrowser(conn, st, topo.ArchiveQueue)
+}
+
+func newBrowser(conn *amqp.Connection, st store.Store, queue string) (*Browser, error) {
 	ch, err := conn.Channel()
 	if err == nil {
-		err = topo.RequireQueue(ch, topo.DeadQueue)
+		err = topo.RequireQueue(ch, queue)
 	}
 	if err != nil {
 		return nil, fail.Broker(err, topo.ErrMissing)
 	}
 	v, _ := conn.Properties["version"].(string)
-	return &Browser{conn: conn, ch: ch, store: st, version: v}, nil
+	return &Browser{conn: conn, ch: ch, queue: queue, store: st, version: v}, nil
 }
+
+// archive says whether b walks the archive.
+func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue }
 
 // Close closes the walk's channel: the dead letters it took and did not
 // ack are back in claim.dead.
@@ -74,21 +88,21 @@ func (b *Browser) Close() error { return b.ch.Close() }
 // The messages are described a batch at a time (what the source has in
 // hand, at most a window): one read of the store for the batch's records.
 func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, error)) error {
-	q, err := b.ch.QueueDeclarePassive(topo.DeadQueue, true, false, false, false, nil)
+	q, err := b.ch.QueueDeclarePassive(b.queue, true, false, false, false, nil)
 	if err != nil {
-		return fail.New(fail.Unavailable, fmt.Errorf("count %s: %w", topo.DeadQueue, err))
+		return fail.New(fail.Unavailable, fmt.Errorf("count %s: %w", b.queue, err))
 	}
 	b.total, b.limit = q.Messages, limit
 	n := q.Messages
 	if limit > 0 && limit < n {
 		n = limit
 	}
-	src := &source{ch: b.ch}
+	src := &source{ch: b.ch, queue: b.queue}
 	for b.looked < n {
 		batch, err := src.next(ctx, min(n-b.looked, maxWindow))
 		if err != nil {
 			if ctx.Err() != nil {
-				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s); the rest stay in claim.dead: %w", b.looked, ctx.Err())
+				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s); the rest stay in %s: %w", b.looked, b.queue, ctx.Err())
 			}
 			return err
 		}
@@ -101,7 +115,7 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 		}
 		for _, m := range ms {
 			if ctx.Err() != nil {
-				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s); the rest stay in claim.dead: %w", b.looked, ctx.Err())
+				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s); the rest stay in %s: %w", b.looked, b.queue, ctx.Err())
 			}
 			b.looked++
 			more, err := fn(m)

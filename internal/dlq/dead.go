@@ -41,6 +41,7 @@ type dead struct {
 	Replays    int64  // x-eaimq-replays
 	Deliveries int64  // x-delivery-count: a quorum claim.dead counts every look
 	Edit       *Edited
+	Purged     *Purged // x-eaimq-purged: an archived dead letter
 	Rec        claim.Record
 	Known      bool // the store has a record of it
 	NoStore    bool // no store was read
@@ -220,6 +221,8 @@ func parse(d amqp.Delivery, noStore bool) *dead {
 	m.Replays = headerInt(d.Headers, replayHeader)
 	m.Deliveries = headerInt(d.Headers, "x-delivery-count")
 	m.Edit = editOf(d.Headers)
+	m.Purged = purgedOf(d.Headers)
+	deathOf(m, d.Headers)
 	return m
 }
 

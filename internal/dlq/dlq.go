@@ -42,7 +42,9 @@ type Config struct {
 	JSON       bool // list, show: JSON instead of text
 	Force      bool // replay: also claims recorded as delivered, and over MaxReplays
 	MaxReplays int  // replay, serve: refuse a dead letter replayed this often already
-	Yes        bool // purge: really delete (without, only name them)
+	Yes        bool // purge: really purge (without, only name them)
+	NoArchive  bool // purge: delete for good instead of moving to claim.dead.archive
+	Archive    bool // list, show: the archive's purged dead letters, not claim.dead's
 
 	// The audit trail of replay, edit, purge and serve (nil: none, with
 	// -no-store), and who acts.

@@ -50,7 +50,7 @@ func writeEntry(w io.Writer, e audit.Entry, id string) {
 	fmt.Fprintf(w, "%s  %-7s %-8s by %s (%s): %s\n", e.At.UTC().Format(time.DateTime+" MST"), e.Action, e.Result,
 		field(e.Who), field(e.Via), field(e.Target))
 	if len(e.IDs) > 0 {
-		fmt.Fprintf(w, "  %s (%d): %s\n", actedWord(e.Action), len(e.IDs), listed(e.IDs, id))
+		fmt.Fprintf(w, "  %s (%d): %s\n", actedWord(e), len(e.IDs), listed(e.IDs, id))
 	}
 	shown := 0
 	for _, nd := range e.NotDone {
@@ -76,10 +76,15 @@ func writeEntry(w io.Writer, e audit.Entry, id string) {
 	}
 }
 
-func actedWord(action string) string {
-	switch action {
+func actedWord(e audit.Entry) string {
+	switch e.Action {
 	case "purge":
+		if e.Archive != "" {
+			return "archived in " + e.Archive
+		}
 		return "deleted"
+	case "restore":
+		return "restored to claim.dead"
 	case "edit":
 		return "edited and replayed"
 	}

@@ -36,6 +36,7 @@ type Row struct {
 	Replays    int64  // x-eaimq-replays
 	Deliveries int64  // x-delivery-count, when claim.dead is a quorum queue (HasDeliveries)
 	Edit       *Edited
+	Purged     *Purged // x-eaimq-purged, for a dead letter of the archive
 
 	hasDeath, hasDeliveries bool
 }
@@ -60,13 +61,14 @@ type rowJSON struct {
 	Replays    int64      `json:"replays"`
 	Deliveries *int64     `json:"deliveries"`
 	Edit       *Edited    `json:"edit"`
+	Purged     *Purged    `json:"purged"`
 }
 
 // MarshalJSON writes every field, null where there is none.
 func (r Row) MarshalJSON() ([]byte, error) {
 	j := rowJSON{MessageID: r.MessageID, ClaimID: null(r.ClaimID), DeadAt: nullTime(r.DeadAt), FromQueue: null(r.FromQueue),
 		Broker: null(r.Broker), CrashLoop: r.CrashLoop, Reason: r.Reason, DeadReason: null(r.DeadReason), Recorded: r.Recorded,
-		State: null(r.State), Excerpt: null(r.Excerpt), OurReason: r.OurReason, Replays: r.Replays, Edit: r.Edit}
+		State: null(r.State), Excerpt: null(r.Excerpt), OurReason: r.OurReason, Replays: r.Replays, Edit: r.Edit, Purged: r.Purged}
 	if r.hasDeath {
 		j.Count = &r.Count
 	}
@@ -91,7 +93,7 @@ func (r *Row) UnmarshalJSON(b []byte) error {
 	*r = Row{MessageID: j.MessageID, ClaimID: deref(j.ClaimID), DeadAt: deref(j.DeadAt), FromQueue: deref(j.FromQueue),
 		Broker: deref(j.Broker), Count: deref(j.Count), CrashLoop: j.CrashLoop, Reason: j.Reason, DeadReason: deref(j.DeadReason),
 		Recorded: j.Recorded, State: deref(j.State), Status: deref(j.Status), Excerpt: deref(j.Excerpt), Attempts: deref(j.Attempts),
-		OurReason: j.OurReason, Replays: j.Replays, Deliveries: deref(j.Deliveries), Edit: j.Edit,
+		OurReason: j.OurReason, Replays: j.Replays, Deliveries: deref(j.Deliveries), Edit: j.Edit, Purged: j.Purged,
 		hasDeath: j.Count != nil, hasDeliveries: j.Deliveries != nil}
 	return nil
 }
@@ -107,7 +109,7 @@ func deref[T any](p *T) T {
 func toRow(m *dead) Row {
 	r := Row{MessageID: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, FromQueue: m.FromQueue, Broker: m.Broker,
 		Count: m.Count, CrashLoop: m.crashLoop(), Reason: m.reason().String(), DeadReason: m.sentence(), Recorded: m.Known,
-		OurReason: m.ourReason(), Replays: m.Replays, Deliveries: m.Deliveries, Edit: m.Edit,
+		OurReason: m.ourReason(), Replays: m.Replays, Deliveries: m.Deliveries, Edit: m.Edit, Purged: m.Purged,
 		hasDeath: m.HasDeath, hasDeliveries: hasHeader(m, "x-delivery-count")}
 	if m.Known {
 		r.State, r.Status, r.Excerpt, r.Attempts = string(m.Rec.State), m.Rec.LastStatus, m.Rec.LastError, m.Rec.Attempts
@@ -151,14 +153,14 @@ func List(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) e
 	}
 	more := ""
 	if u := b.unlooked(); u > 0 {
-		more = fmt.Sprintf("; %d more in claim.dead not looked at (-limit %d)", u, c.Limit)
+		more = fmt.Sprintf("; %d more in %s not looked at (-limit %d)", u, b.queue, c.Limit)
 		if c.JSON {
 			w.Flush()
-			fmt.Fprintf(stderr, "dlq: %d more dead letter(s) in claim.dead not looked at (-limit %d)\n", u, c.Limit)
+			fmt.Fprintf(stderr, "dlq: %d more dead letter(s) in %s not looked at (-limit %d)\n", u, b.queue, c.Limit)
 		}
 	}
 	if !c.JSON {
-		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s; claim.dead keeps them all\n", n, b.looked, more)
+		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s; %s keeps them all\n", n, b.looked, more, b.queue)
 	}
 	if err := w.Flush(); err != nil {
 		return fail.New(fail.IO, err)
@@ -191,8 +193,13 @@ func writeTableRow(w io.Writer, m *dead) {
 			answer = answerOf(m.Rec.LastError)
 		}
 	}
+	why := m.why()
+	if p := m.Purged; p != nil {
+		// In the archive: when it was purged and by whom comes first.
+		why = "purged " + p.At.UTC().Format(time.DateTime) + " by " + orDash(p.By) + "; " + why
+	}
 	fmt.Fprintf(w, tableFormat, cell(m.Key, 38), cell(orDash(m.ClaimID), 14), when, cell(orDash(m.FromQueue), 9),
-		cell(brk, 17), calls, status, cell(answer, 32), cell(m.why(), 100))
+		cell(brk, 17), calls, status, cell(answer, 32), cell(why, 140))
 }
 
 // answerOf is what a person reads first of the partner's answer: the

@@ -31,7 +31,7 @@ func (n note) text() string {
 		// The partner has this claim: the dead copy is stale, and the
 		// safe way out of the DLQ for it is purge, not -force (which
 		// calls the partner with it again).
-		return "skipped " + k + ": the store records it as delivered, so this dead copy is stale; delete it with: dlq -yes purge " + shellWord(n.key)
+		return "skipped " + k + ": the store records it as delivered, so this dead copy is stale; purge it with: dlq -yes purge " + shellWord(n.key)
 	case noteAgain:
 		return "skipped " + k + ": replayed once already in this run; this copy stays in claim.dead"
 	case noteCapped:

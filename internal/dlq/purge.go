@@ -5,29 +5,51 @@ import (
 	"fmt"
 	"io"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"eaimq/internal/fail"
+	"eaimq/internal/topo"
 )
 
-// Purge is the command: with c.Yes it deletes the selected dead letters
-// and names each, and writes the audit entry; without, it names what it
-// would delete and returns a usage error (purge needs -yes).
+// Purge is the command: with c.Yes it moves the selected dead letters to
+// the archive (or, with c.NoArchive, deletes them) and names each, and
+// writes the audit entry; without, it names what it would do and returns
+// a usage error (purge needs -yes).
 func Purge(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error {
+	if !c.NoArchive {
+		// Before the audit entry and the walk: nothing is touched.
+		if err := requireArchive(b.conn); err != nil {
+			return err
+		}
+	}
+	verb, would := "archived", "would archive"
+	if c.NoArchive {
+		verb, would = "deleted", "would delete"
+	}
 	rec := &record{}
 	if c.Yes {
 		var err error
 		if rec, err = begin(ctx, c.Audit, c.Actor, "purge", target(c), stderr); err != nil {
 			return err
 		}
+		if !c.NoArchive {
+			rec.e.Archive = topo.ArchiveQueue
+		}
 	}
 	f := newFilter(c)
-	n, err := purgeDead(ctx, b, f.selection(), c.Yes, func(key string) {
-		if c.Yes {
-			rec.acted(key)
-			fmt.Fprintf(w, "deleted %s\n", field(key))
-		} else {
-			fmt.Fprintf(w, "would delete %s\n", field(key))
-		}
-	})
+	n, refused, err := purgeDead(ctx, b, f.selection(), purging{yes: c.Yes, archive: !c.NoArchive, actor: c.Actor, hooks: c.Hooks,
+		done: func(key string) {
+			if c.Yes {
+				rec.acted(key)
+				fmt.Fprintf(w, "%s %s\n", verb, field(key))
+			} else {
+				fmt.Fprintf(w, "%s %s\n", would, field(key))
+			}
+		},
+		refused: func(key, why string) {
+			rec.notDone(key, why)
+			fmt.Fprintf(stderr, "dlq: %s: not purged: %s\n", field(key), why)
+		}})
 	if err != nil {
 		if c.Yes {
 			fmt.Fprintf(w, "purged %d dead letter(s) before the error\n", n)
@@ -38,36 +60,58 @@ func Purge(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error
 	missing := f.missing(stderr, b)
 	quorumWarning(b, stderr)
 	if !c.Yes {
-		return fail.Errorf(fail.Usage, "purge would delete %d dead letter(s); add -yes to delete them", n)
+		return fail.Errorf(fail.Usage, "purge would %s %d dead letter(s); add -yes to do it", map[bool]string{true: "delete", false: "archive"}[c.NoArchive], n)
 	}
-	fmt.Fprintf(w, "purged %d dead letter(s)\n", n)
-	f.unnamedTo(rec)
+	if c.NoArchive {
+		fmt.Fprintf(w, "purged %d dead letter(s)\n", n)
+	} else {
+		fmt.Fprintf(w, "purged %d dead letter(s) into %s (dlq restore ID brings one back)\n", n, topo.ArchiveQueue)
+	}
+	f.unnamedTo(rec, b)
 	if err := rec.end(ctx, nil); err != nil {
 		return err
 	}
-	if missing > 0 {
-		return fail.Errorf(fail.Failed, "%d named ID(s) naming no single dead letter", missing)
+	if missing+refused > 0 {
+		return fail.Errorf(fail.Failed, "%d named ID(s) naming no single dead letter, %d not archived", missing, refused)
 	}
 	return nil
 }
 
-// purgeDead deletes the selected dead letters (with yes; without, it only
-// names them) and calls deleted with each key. It is the one purge of this
-// program: dlq purge and dlq serve's purge go through it.
-func purgeDead(ctx context.Context, b *Browser, sel selection, yes bool, deleted func(key string)) (int, error) {
-	n := 0
+// purging is how one purge goes.
+type purging struct {
+	yes     bool  // really: without, it only names what it selects
+	archive bool  // move to the archive, else delete for good
+	actor   Actor // who purges, for the archive's header
+	hooks   Hooks
+	done    func(key string)      // each archived, deleted (or, without yes, selected)
+	refused func(key, why string) // each the archive did not take
+}
+
+// purgeDead archives (or deletes) the selected dead letters. It is the one
+// purge of this program: dlq purge and dlq serve's purge go through it.
+func purgeDead(ctx context.Context, b *Browser, sel selection, p purging) (n, refused int, err error) {
+	if p.yes && p.archive {
+		mv, closeMv, err := newMover(b, topo.ArchiveQueue, func(m *dead) amqp.Publishing { return archived(m, p.actor) })
+		if err != nil {
+			return 0, 0, err
+		}
+		defer closeMv()
+		mv.moved, mv.refused, mv.hooks = p.done, p.refused, p.hooks
+		err = moveSelected(ctx, b, sel, mv)
+		return mv.n, mv.refuses, err
+	}
 	del := func(m *dead) error {
-		if yes {
+		if p.yes {
 			// Acking a dead letter is deleting it.
 			if err := m.d.Ack(false); err != nil {
 				return fail.New(fail.Unavailable, fmt.Errorf("ack %s: %w", field(m.Key), err))
 			}
 		}
-		deleted(m.Key)
+		p.done(m.Key)
 		n++
 		return nil
 	}
-	err := b.walk(ctx, sel.limit, func(m *dead) (bool, error) {
+	err = b.walk(ctx, sel.limit, func(m *dead) (bool, error) {
 		if !sel.selects(m) {
 			return true, nil
 		}
@@ -78,5 +122,5 @@ func purgeDead(ctx context.Context, b *Browser, sel selection, yes bool, deleted
 			err = del(m)
 		}
 	}
-	return n, err
+	return n, 0, err
 }

@@ -70,7 +70,7 @@ func Replay(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer)
 		return rec.end(ctx, err)
 	}
 	missing := f.missing(stderr, b)
-	f.unnamedTo(rec)
+	f.unnamedTo(rec, b)
 	if err := rec.end(ctx, nil); err != nil {
 		return err
 	}

@@ -149,7 +149,7 @@ func (f *filter) unnamed(b *Browser) []string {
 		}
 		c := f.counts[id]
 		if c <= 1 {
-			out = append(out, fmt.Sprintf("no dead letter with id or claimId %q in claim.dead%s", clip(esc(id, false), fieldWidth), b.beyond()))
+			out = append(out, fmt.Sprintf("no dead letter with id or claimId %q in %s%s", clip(esc(id, false), fieldWidth), b.queue, b.beyond()))
 			continue
 		}
 		var s strings.Builder
@@ -165,14 +165,14 @@ func (f *filter) unnamed(b *Browser) []string {
 	return out
 }
 
-// unnamedTo puts the IDs that named no single dead letter in the audit
-// entry as not done.
-func (f *filter) unnamedTo(r *record) {
+// unnamedTo puts the IDs that named no single dead letter of b's queue in
+// the audit entry as not done.
+func (f *filter) unnamedTo(r *record, b *Browser) {
 	for i, id := range f.IDs {
 		if f.found[id] || slices.Index(f.IDs, id) != i {
 			continue
 		}
-		why := "not in claim.dead"
+		why := "not in " + b.queue
 		if c := f.counts[id]; c > 1 {
 			why = fmt.Sprintf("the claimId of %d dead letters", c)
 		}

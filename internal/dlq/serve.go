@@ -20,7 +20,7 @@ import (
 // stdout, the page's errors to stderr.
 func Serve(ctx context.Context, getenv func(string) string, st store.Store, c Config, stdout, stderr io.Writer) error {
 	w := &web{getenv: getenv, st: st, trail: c.Audit, c: c, log: stderr}
-	cfg := dlqweb.Config{Addr: c.Page.Addr, Tokens: c.Page.Tokens, ReadOnly: c.Page.ReadOnly, Refresh: c.Page.Refresh,
+	cfg := dlqweb.Config{Addr: c.Page.Addr, Tokens: c.Page.Tokens, ReadOnly: c.Page.ReadOnly, NoArchive: c.NoArchive, Refresh: c.Page.Refresh,
 		Banner: bannerOf(broker.URL(getenv)), Backend: w, Clean: w.clean, Log: stderr}
 	h, err := dlqweb.New(cfg)
 	if err != nil {

@@ -131,6 +131,10 @@ func writeShown(w io.Writer, m *dead, stored bool, history []AttemptRow) {
 			field(orDash(e.PreviousSHA256)))
 		fmt.Fprintf(w, "idempotency:   %s (the Idempotency-Key the consumer sends for the edited body)\n", field(orDash(e.IdempotencyKey)))
 	}
+	if p := m.Purged; p != nil {
+		fmt.Fprintf(w, "purged:        %s by %s via %s (in %s; dlq restore %s brings it back)\n", p.At.UTC().Format(time.RFC3339),
+			field(orDash(p.By)), field(orDash(p.Via)), "claim.dead.archive", shellWord(m.Key))
+	}
 	if m.Known {
 		fmt.Fprintf(w, "record:        state %s, %d partner call(s), last status %d %s\n", field(string(m.Rec.State)), m.Rec.Attempts,
 			m.Rec.LastStatus, field(m.Rec.LastError))

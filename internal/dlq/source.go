@@ -8,7 +8,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/fail"
-	"eaimq/internal/topo"
 )
 
 // The window of a walk: how many dead letters the broker pushes to dlq
@@ -43,6 +42,7 @@ const (
 // dies): then all of them are back in claim.dead, in their order.
 type source struct {
 	ch      *amqp.Channel
+	queue   string               // claim.dead, or claim.dead.archive
 	ds      <-chan amqp.Delivery // the current consumer's; nil before the first
 	tag     string
 	window  int // the current consumer's prefetch
@@ -112,16 +112,16 @@ func (s *source) wait(ctx context.Context) (amqp.Delivery, bool, error) {
 			return amqp.Delivery{}, false, ctx.Err()
 		case d, ok := <-s.ds:
 			if !ok {
-				return amqp.Delivery{}, false, fail.New(fail.Unavailable, fmt.Errorf("consume %s: the broker closed the channel", topo.DeadQueue))
+				return amqp.Delivery{}, false, fail.New(fail.Unavailable, fmt.Errorf("consume %s: the broker closed the channel", s.queue))
 			}
 			return d, true, nil
 		case <-idle.C:
 			// Nothing came for a while: either claim.dead has nothing
 			// ready (another client holds or took the rest), or the
 			// broker is slow. Only the first ends the walk.
-			q, err := s.ch.QueueDeclarePassive(topo.DeadQueue, true, false, false, false, nil)
+			q, err := s.ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
 			if err != nil {
-				return amqp.Delivery{}, false, fail.New(fail.Unavailable, fmt.Errorf("count %s: %w", topo.DeadQueue, err))
+				return amqp.Delivery{}, false, fail.New(fail.Unavailable, fmt.Errorf("count %s: %w", s.queue, err))
 			}
 			if q.Messages == 0 {
 				return amqp.Delivery{}, false, nil
@@ -157,9 +157,9 @@ func (s *source) nextConsumer() error {
 	}
 	s.seq++
 	s.tag = fmt.Sprintf("dlq-walk-%d", s.seq)
-	ds, err := s.ch.Consume(topo.DeadQueue, s.tag, false /* autoAck: never */, false, false, false, nil)
+	ds, err := s.ch.Consume(s.queue, s.tag, false /* autoAck: never */, false, false, false, nil)
 	if err != nil {
-		return fail.New(fail.Unavailable, fmt.Errorf("consume %s: %w", topo.DeadQueue, err))
+		return fail.New(fail.Unavailable, fmt.Errorf("consume %s: %w", s.queue, err))
 	}
 	s.ds, s.window, s.got = ds, w, 0
 	return nil

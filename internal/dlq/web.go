@@ -46,6 +46,13 @@ type web struct {
 // session dials, opens a browser, runs fn and closes both: every dead
 // letter fn did not ack returns to claim.dead.
 func (w *web) session(ctx context.Context, fn func(*Browser) error) error {
+	return w.sessionOn(ctx, topo.DeadQueue, fn)
+}
+
+// sessionOn is session on queue: claim.dead, or the archive. Under the
+// same lock: a purge moves dead letters into the archive, a restore out of
+// it, and a walk of either must not meet one half-way.
+func (w *web) sessionOn(ctx context.Context, queue string, fn func(*Browser) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	conn, err := Dial(ctx, w.getenv)
@@ -53,7 +60,7 @@ func (w *web) session(ctx context.Context, fn func(*Browser) error) error {
 		return err
 	}
 	defer broker.Close(conn)
-	b, err := NewBrowser(conn, w.st)
+	b, err := newBrowser(conn, w.st, queue)
 	if err != nil {
 		return err
 	}
@@ -134,7 +141,11 @@ func groupOf(m *dead) (id, reason string, status int) {
 
 func ref(m *dead) dlqweb.Ref {
 	_, reason, status := groupOf(m)
-	return dlqweb.Ref{Key: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, Reason: reason, Status: status, Edited: m.edited(), Replays: m.Replays}
+	r := dlqweb.Ref{Key: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, Reason: reason, Status: status, Edited: m.edited(), Replays: m.Replays}
+	if p := m.Purged; p != nil {
+		r.PurgedAt, r.PurgedBy = p.At, p.By
+	}
+	return r
 }
 
 // newGroup is the group m starts.

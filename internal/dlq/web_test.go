@@ -135,3 +135,46 @@ func TestServeGroupListsAtMostMaxListed(t *testing.T) {
 		t.Fatalf("groups: %d, first %+v", len(o.Groups), o.Groups[0].Count)
 	}
 }
+
+// TestServeArchiveRestore: the page's purge archives (the copy confirmed
+// before the dead letter is acked: a crash between the two, the hook,
+// leaves the claim in both queues, never in neither), the archive view
+// lists it with who purged it, and its restore puts it back in claim.dead;
+// restoring it twice finds nothing the second time, and a group is refused.
+func TestServeArchiveRestore(t *testing.T) {
+	w := mixedRun(t)
+	be := w.web()
+	ctx := context.Background()
+	crash := errors.New("crash between confirm and ack")
+	be.c.Hooks.AfterConfirm = func() error { return crash }
+	if _, err := be.Purge(ctx, "ann", dlqweb.Target{ID: "nodocs-0"}); !errors.Is(err, crash) {
+		t.Fatalf("purge with a crash after the confirm: %v", err)
+	}
+	if dead, arch := w.vh.Depth(t, topo.DeadQueue), w.vh.Depth(t, topo.ArchiveQueue); dead != 4 || arch != 1 {
+		t.Fatalf("after the crash: claim.dead %d, archive %d; want 4 and 1 (in both)", dead, arch)
+	}
+	w.vh.Drain(t, topo.ArchiveQueue)
+	be.c.Hooks.AfterConfirm = nil
+
+	rep, err := be.Purge(ctx, "ann", dlqweb.Target{ID: "nodocs-0"})
+	if err != nil || rep.Purged != 1 || !rep.Archive || rep.Lines[0] != "archived nodocs-0" {
+		t.Fatalf("purge: %+v %v", rep, err)
+	}
+	l, err := be.Archive(ctx, 1)
+	if err != nil || l.Count != 1 || len(l.Refs) != 1 || l.Refs[0].Key != "nodocs-0" || l.Refs[0].PurgedBy != "ann" || l.Refs[0].PurgedAt.IsZero() {
+		t.Fatalf("archive: %+v %v", l, err)
+	}
+	if _, err := be.Restore(ctx, "bob", dlqweb.Target{Group: "x"}); err == nil {
+		t.Error("a group restore was taken")
+	}
+	rep, err = be.Restore(ctx, "bob", dlqweb.Target{ID: "nodocs-0"})
+	if err != nil || rep.Restored != 1 || rep.NotFound {
+		t.Fatalf("restore: %+v %v", rep, err)
+	}
+	if dead, arch := w.vh.Depth(t, topo.DeadQueue), w.vh.Depth(t, topo.ArchiveQueue); dead != 4 || arch != 0 {
+		t.Errorf("after restore: claim.dead %d, archive %d; want 4 and 0", dead, arch)
+	}
+	if rep, err = be.Restore(ctx, "bob", dlqweb.Target{ID: "nodocs-0"}); err != nil || !rep.NotFound || rep.Restored != 0 {
+		t.Errorf("restore twice: %+v %v", rep, err)
+	}
+}

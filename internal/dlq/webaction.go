@@ -97,26 +97,71 @@ func (w *web) replay(ctx context.Context, action, who string, t dlqweb.Target, e
 }
 
 func (w *web) Purge(ctx context.Context, who string, t dlqweb.Target) (dlqweb.Report, error) {
-	rep := dlqweb.Report{Action: "purge"}
+	rep := dlqweb.Report{Action: "purge", Archive: !w.c.NoArchive}
 	rec, err := begin(ctx, w.trail, w.actor(who), "purge", w.describeTarget(t), w.log)
 	if err != nil {
 		return rep, err
 	}
+	verb := "deleted "
+	if !w.c.NoArchive {
+		rec.e.Archive, verb = topo.ArchiveQueue, "archived "
+	}
 	defer w.gen.Add(1)
 	err = w.session(ctx, func(b *Browser) error {
-		n, err := purgeDead(ctx, b, selection{limit: w.c.Limit, selects: selector(t)}, true, func(key string) {
-			rec.acted(key)
-			rep.Lines = append(rep.Lines, "deleted "+field(key))
-		})
-		rep.Purged, rep.NotFound = n, n == 0
+		if !w.c.NoArchive {
+			// As dlq purge: before anything is touched.
+			if err := requireArchive(b.conn); err != nil {
+				return err
+			}
+		}
+		n, refused, err := purgeDead(ctx, b, selection{limit: w.c.Limit, selects: selector(t)}, purging{yes: true,
+			archive: !w.c.NoArchive, actor: w.actor(who), hooks: w.c.Hooks,
+			done: func(key string) {
+				rec.acted(key)
+				rep.Lines = append(rep.Lines, verb+field(key))
+			},
+			refused: func(key, why string) {
+				rec.notDone(key, why)
+				rep.Lines = append(rep.Lines, field(key)+": not purged: "+why)
+			}})
+		rep.Purged, rep.Refused, rep.NotFound = n, refused, n+refused == 0
 		if err != nil {
 			return err
 		}
 		rep.Arrived, err = arrived(b, n)
 		return err
 	})
-	if rep.NotFound && t.ID != "" {
+	if rep.NotFound && t.ID != "" && err == nil {
 		rec.notDone(t.ID, "not in claim.dead")
+	}
+	return rep, rec.end(ctx, err)
+}
+
+// Restore moves one archived dead letter back to claim.dead, as dlq
+// restore does, with its audit entry.
+func (w *web) Restore(ctx context.Context, who string, t dlqweb.Target) (dlqweb.Report, error) {
+	rep := dlqweb.Report{Action: "restore"}
+	if t.ID == "" {
+		return rep, fail.Errorf(fail.Usage, "restore takes one claim (id), not a group")
+	}
+	rec, err := begin(ctx, w.trail, w.actor(who), "restore", w.describeTarget(t), w.log)
+	if err != nil {
+		return rep, err
+	}
+	defer w.gen.Add(1)
+	err = w.sessionOn(ctx, topo.ArchiveQueue, func(b *Browser) error {
+		n, refused, err := restoreArchived(ctx, b, selection{limit: w.c.Limit, selects: named(t.ID)}, w.c.Hooks, func(key string) {
+			rec.acted(key)
+			rep.Lines = append(rep.Lines, "restored "+field(key))
+		}, func(key, why string) {
+			rec.notDone(key, why)
+			rep.Lines = append(rep.Lines, field(key)+": not restored: "+why)
+		})
+		rep.Restored, rep.Refused, rep.NotFound = n, refused, n+refused == 0
+		return err
+	})
+	if rep.NotFound && err == nil {
+		rec.notDone(t.ID, "not in "+topo.ArchiveQueue)
 	}
 	return rep, rec.end(ctx, err)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"eaimq/internal/dlqweb"
+	"eaimq/internal/topo"
 )
 
 // The groups page of a large DLQ. A walk of claim.dead makes the broker
@@ -136,11 +137,23 @@ func (w *web) Search(ctx context.Context, q string, page int) (dlqweb.List, erro
 	return l, err
 }
 
+// Archive is one page of the purged dead letters in claim.dead.archive.
+func (w *web) Archive(ctx context.Context, page int) (dlqweb.List, error) {
+	l := dlqweb.List{Page: page, Archive: true}
+	err := w.collectOn(ctx, topo.ArchiveQueue, &l, func(*dead) bool { return true })
+	return l, err
+}
+
 // collect walks claim.dead (at most -limit), counts what match selects and
 // keeps page l.Page of it.
 func (w *web) collect(ctx context.Context, l *dlqweb.List, match func(*dead) bool) error {
+	return w.collectOn(ctx, topo.DeadQueue, l, match)
+}
+
+// collectOn is collect on queue.
+func (w *web) collectOn(ctx context.Context, queue string, l *dlqweb.List, match func(*dead) bool) error {
 	from := (l.Page - 1) * dlqweb.PerPage
-	return w.session(ctx, func(b *Browser) error {
+	return w.sessionOn(ctx, queue, func(b *Browser) error {
 		err := b.walk(ctx, w.c.Limit, func(m *dead) (bool, error) {
 			if !match(m) {
 				return true, nil

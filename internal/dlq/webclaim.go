@@ -86,7 +86,7 @@ func (w *web) events(ctx context.Context, c *dlqweb.Claim) error {
 	err := w.trail.Entries(ctx, c.Key, func(e audit.Entry) error {
 		ev := dlqweb.Event{At: e.At, Who: field(e.Who), Via: field(e.Via), Action: e.Action, Result: e.Result}
 		if slices.Contains(e.IDs, c.Key) {
-			ev.Note = actedWord(e.Action)
+			ev.Note = actedWord(e)
 		}
 		for _, nd := range e.NotDone {
 			if nd.ID == c.Key {

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -61,24 +60,4 @@ func mixedRun(t *testing.T) *world {
 }
 
 // deadLetter puts messages straight into claim.dead, confirmed.
-func (w *world) deadLetter(msgs ...amqp.Publishing) {
-	w.t.Helper()
-	ch := w.vh.Channel(w.t)
-	defer ch.Close()
-	if err := ch.Confirm(false); err != nil {
-		w.t.Fatal(err)
-	}
-	before := w.vh.Depth(w.t, topo.DeadQueue)
-	for _, m := range msgs {
-		dc, err := ch.PublishWithDeferredConfirm("", topo.DeadQueue, true, false, m)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		if !dc.Wait() {
-			w.t.Fatal("nacked")
-		}
-	}
-	brokertest.Eventually(w.t, 10*time.Second, "dead letters queued", func() bool {
-		return w.vh.Depth(w.t, topo.DeadQueue) == before+len(msgs)
-	})
-}
+func (w *world) deadLetter(msgs ...amqp.Publishing) { w.t.Helper(); w.vh.DeadLetter(w.t, msgs...) }

@@ -37,9 +37,13 @@ type Config struct {
 	Addr     string  // where it listens; not loopback needs Tokens
 	Tokens   []Token // EAIMQ_DLQ_TOKEN and EAIMQ_DLQ_TOKENS: none on loopback means none needed
 	ReadOnly bool
-	Refresh  time.Duration // the groups page reloads this often (0: never)
-	Banner   Banner
-	Backend  Backend
+	// NoArchive: purge deletes for good (dlq serve -no-archive); else it
+	// moves the dead letters to claim.dead.archive, and the archive page
+	// restores them.
+	NoArchive bool
+	Refresh   time.Duration // the groups page reloads this often (0: never)
+	Banner    Banner
+	Backend   Backend
 	// Clean takes secrets (the store's location, a broker URL's
 	// password) out of an error's text before the page shows it.
 	Clean func(string) string

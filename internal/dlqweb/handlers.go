@@ -51,7 +51,7 @@ func (s *server) showClaim(w http.ResponseWriter, r *http.Request, id, draft, wh
 }
 
 // actions are what /confirm and /action know.
-var actions = map[string]string{"retry": "Retry", "purge": "Purge"}
+var actions = map[string]string{"retry": "Retry", "purge": "Purge", "restore": "Restore"}
 
 func target(get func(string) string) (Target, error) {
 	t := Target{ID: get("id"), Group: get("group")}
@@ -78,7 +78,9 @@ func (s *server) confirm(w http.ResponseWriter, r *http.Request) {
 	verb, ok := actions[q.Get("action")]
 	t, err := target(q.Get)
 	if !ok {
-		err = fmt.Errorf("unknown action %q: retry or purge", q.Get("action"))
+		err = fmt.Errorf("unknown action %q: retry, purge or restore", q.Get("action"))
+	} else if q.Get("action") == "restore" && t.Group != "" {
+		err = errors.New("restore takes one claim (id), not a group")
 	}
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err)
@@ -100,7 +102,7 @@ func (s *server) confirm(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.render(w, http.StatusOK, "confirm.html", s.page(r, verb+"?", map[string]any{
-		"Action": q.Get("action"), "Verb": verb, "Target": t, "What": what}))
+		"Action": q.Get("action"), "Verb": verb, "Target": t, "What": what, "Archive": !s.NoArchive}))
 }
 
 func groupName(g Group) string {
@@ -139,8 +141,10 @@ func (s *server) action(w http.ResponseWriter, r *http.Request) {
 		rep, err = s.Backend.Retry(detached(r), who(r), t)
 	case "purge":
 		rep, err = s.Backend.Purge(detached(r), who(r), t)
+	case "restore":
+		rep, err = s.Backend.Restore(detached(r), who(r), t)
 	default:
-		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("unknown action %q: retry or purge", r.PostForm.Get("action")))
+		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("unknown action %q: retry, purge or restore", r.PostForm.Get("action")))
 		return
 	}
 	s.report(w, r, rep, err)

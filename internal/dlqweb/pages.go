@@ -36,6 +36,17 @@ func (s *server) group(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "list.html", s.page(r, "Group "+groupName(l.Group), l))
 }
 
+// archive is the purged dead letters of claim.dead.archive, a page at a
+// time, each with its restore.
+func (s *server) archive(w http.ResponseWriter, r *http.Request) {
+	l, err := s.Backend.Archive(r.Context(), pageOf(r))
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	s.render(w, http.StatusOK, "list.html", s.page(r, "Archive", l))
+}
+
 func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	if q == "" {

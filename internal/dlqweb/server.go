@@ -41,6 +41,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	},
 	"pageURL": func(l List, page int) string {
 		v := url.Values{"page": {strconv.Itoa(page)}}
+		if l.Archive {
+			return "/archive?" + v.Encode()
+		}
 		if l.Query != "" {
 			v.Set("q", l.Query)
 			return "/search?" + v.Encode()
@@ -90,6 +93,7 @@ func New(c Config) (http.Handler, error) {
 	mux.HandleFunc("GET /{$}", s.groups)
 	mux.HandleFunc("GET /group", s.group)
 	mux.HandleFunc("GET /search", s.search)
+	mux.HandleFunc("GET /archive", s.archive)
 	mux.HandleFunc("GET /claim", s.claim)
 	mux.HandleFunc("GET /confirm", s.confirm)
 	mux.HandleFunc("POST /action", s.action)

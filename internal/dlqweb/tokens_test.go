@@ -79,6 +79,10 @@ func (s *stub) Retry(_ context.Context, who string, _ Target) (Report, error) {
 func (s *stub) Purge(ctx context.Context, who string, t Target) (Report, error) {
 	return s.Retry(ctx, who, t)
 }
+func (s *stub) Archive(context.Context, int) (List, error) { return List{Archive: true}, nil }
+func (s *stub) Restore(ctx context.Context, who string, t Target) (Report, error) {
+	return s.Retry(ctx, who, t)
+}
 func (s *stub) CheckEdit(string, []byte) error { return nil }
 func (s *stub) EditRetry(ctx context.Context, who, _ string, _ []byte, _ string) (Report, error) {
 	return s.Retry(ctx, who, Target{})
@@ -146,8 +150,16 @@ func TestNamedTokens(t *testing.T) {
 	}
 	withCookie := map[string]string{"Cookie": cookies[0].Name + "=" + cookies[0].Value}
 	do("POST", "/action", url.Values{"action": {"purge"}, "id": {"x"}, "csrf": {m[1]}}, withCookie)
-	if strings.Join(be.who, " ") != "bob alice" {
-		t.Errorf("the backend was told %q, want bob then alice", be.who)
+	// The archive's restore goes by the same token, and names its holder.
+	do("POST", "/action", url.Values{"action": {"restore"}, "id": {"x"}, "csrf": {m[1]}}, withCookie)
+	if resp, _ := do("POST", "/action", url.Values{"action": {"restore"}, "id": {"x"}, "csrf": {m[1]}}, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("restore without a token: %d, want 401", resp.StatusCode)
+	}
+	if resp, page := do("GET", "/archive", nil, withCookie); resp.StatusCode != 200 || !strings.Contains(page, "The archive is empty") {
+		t.Errorf("/archive: %d\n%s", resp.StatusCode, page)
+	}
+	if strings.Join(be.who, " ") != "bob alice alice" {
+		t.Errorf("the backend was told %q, want bob then alice twice", be.who)
 	}
 	// Wrong tokens: refused, logged, the value nowhere.
 	for _, hdr := range []map[string]string{{"Authorization": "Bearer wrong-token-9876543210-secret"}, {"Cookie": cookieName + "=wrong-token-9876543210-secret"}} {

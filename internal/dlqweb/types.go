@@ -43,6 +43,9 @@ type Ref struct {
 	Status  int
 	Edited  bool
 	Replays int64
+	// An archived dead letter's purge: when and by whom.
+	PurgedAt time.Time
+	PurgedBy string
 }
 
 // Overview is what the groups page shows.
@@ -63,13 +66,14 @@ type Overview struct {
 
 // List is one page of dead letters: a group's, or a search's.
 type List struct {
-	Query  string // the search ("" for a group)
-	Group  Group  // the group (its ID "" for a search)
-	Refs   []Ref
-	Page   int // from 1
-	Count  int // every match among those looked at
-	Looked int
-	Total  int
+	Query   string // the search ("" for a group)
+	Archive bool   // the archive's purged dead letters, not a group or a search
+	Group   Group  // the group (its ID "" for a search)
+	Refs    []Ref
+	Page    int // from 1
+	Count   int // every match among those looked at
+	Looked  int
+	Total   int
 }
 
 // Pages is how many pages the matches take.
@@ -130,12 +134,14 @@ type Target struct {
 
 // Report is what an action did.
 type Report struct {
-	Action    string // retry, purge, edit
+	Action    string // retry, purge, edit, restore
 	Replayed  int
 	Delivered int // skipped as delivered
 	Again     int // skipped as replayed already in this run
 	Refused   int // over -max-replays or refused by the broker
 	Purged    int
+	Archive   bool // the purge moved them to claim.dead.archive
+	Restored  int
 	Arrived   int      // dead letters that arrived in claim.dead while it ran
 	Lines     []string // what happened to each, in the CLI's words
 	NotFound  bool     // the target was not in claim.dead
@@ -169,6 +175,10 @@ type Backend interface {
 	Claim(ctx context.Context, id string) (c Claim, found bool, err error)
 	Retry(ctx context.Context, who string, t Target) (Report, error)
 	Purge(ctx context.Context, who string, t Target) (Report, error)
+	// Archive is page page of the purged dead letters in the archive.
+	Archive(ctx context.Context, page int) (List, error)
+	// Restore moves the archived dead letter t.ID back to claim.dead.
+	Restore(ctx context.Context, who string, t Target) (Report, error)
 	// CheckEdit says why body cannot replace the body of dead letter id
 	// (an error wrapping ErrInvalid), or nil.
 	CheckEdit(id string, body []byte) error

@@ -63,7 +63,7 @@ func TestDLQTeamCommandLine(t *testing.T) {
 	// A delivered claim dead-lettered by hand: the hint is purge.
 	w.deadLetter("team-2")
 	r = w.run("dlq", "replay", "team-2")
-	if r.code != 0 || !strings.Contains(r.stdout, "delete it with: dlq -yes purge team-2") {
+	if r.code != 0 || !strings.Contains(r.stdout, "purge it with: dlq -yes purge team-2") {
 		t.Errorf("replay of a delivered claim: %d\n%s", r.code, r.stdout)
 	}
 	if r := w.run("dlq", "-yes", "purge", "team-2"); r.code != 0 {
@@ -71,7 +71,7 @@ func TestDLQTeamCommandLine(t *testing.T) {
 	}
 	r = w.run("dlq", "history")
 	if r.code != 0 || !brokertest.ContainsAll(r.stdout, "edit    done", "by "+audit.OSUser()+" (dlq edit): C-TEAM-0", "Idempotency-Key "+key[1],
-		"replay  partial", "purge   done", "deleted (1): team-2") {
+		"replay  partial", "purge   done", "archived in claim.dead.archive (1): team-2") {
 		t.Errorf("dlq history:\n%s%s", r.stdout, r.stderr)
 	}
 	if st, err := os.Stat(audit.FilePath(w.db)); err != nil || st.Mode().Perm() != 0o600 {
@@ -86,12 +86,13 @@ func TestDLQTeamPostgresTrail(t *testing.T) {
 	w.db = pgtest.New(t)
 	w.publishFiles(brokertest.Claim("pg-0", "C-PG-0"))
 	w.drainWith()
-	if r := w.run("dlq", "-yes", "purge", "C-PG-0"); r.code != 0 || !strings.Contains(r.stdout, "deleted pg-0") {
+	if r := w.run("dlq", "-yes", "purge", "C-PG-0"); r.code != 0 || !strings.Contains(r.stdout, "archived pg-0") {
 		t.Fatalf("purge: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r := w.run("dlq", "-json", "history", "pg-0")
 	var e audit.Entry
-	if err := json.Unmarshal([]byte(r.stdout), &e); r.code != 0 || err != nil || e.Action != "purge" || e.IDs[0] != "pg-0" || e.Who != audit.OSUser() {
+	if err := json.Unmarshal([]byte(r.stdout), &e); r.code != 0 || err != nil || e.Action != "purge" || e.IDs[0] != "pg-0" || e.Who != audit.OSUser() ||
+		e.Archive != topo.ArchiveQueue {
 		t.Errorf("history from PostgreSQL: %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
 	tr, err := audit.Open(context.Background(), w.db)

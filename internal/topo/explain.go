@@ -30,6 +30,9 @@ func Explain(conn *amqp.Connection, err error, vhost string, kind QueueType) err
 				return fail.Errorf(fail.Config, "%s", typePlan(de.Name, vhost, st, kind))
 			}
 		}
+		if de.Kind == "queue" && de.Name == ArchiveQueue {
+			return fail.Errorf(fail.Config, "%s", archivePlan(de, vhost, broker.Reason(err)))
+		}
 		return fail.Errorf(fail.Config, "%s %s already exists in vhost %q with other properties: %s\n"+
 			"  wanted: %s\n"+
 			"  remedy: an existing %s cannot be changed in place. If it is empty, delete it\n"+
@@ -54,4 +57,18 @@ func typePlan(queue, vhost string, st QueueState, want QueueType) string {
 		"        %s queues of the same names, each confirmed in the new queue before it leaves\n"+
 		"        the old one, and can be run again if it stops midway.",
 		queue, vhost, st.Type, st.Messages, want, want, want, want)
+}
+
+// archivePlan is the message for an archive queue that exists with other
+// properties, usually another retention: the purged claims it holds are
+// the only copies left, so the first remedy keeps them.
+func archivePlan(de *DeclareError, vhost, reason string) string {
+	return fmt.Sprintf("queue %s already exists in vhost %q with other properties: %s\n"+
+		"  wanted: %s\n"+
+		"  remedy: give topology the -archive-retention it was declared with (the broker's \"current is\"\n"+
+		"          value above, in milliseconds), or -archive-retention 0 to leave it alone; to change\n"+
+		"          the retention, restore what it holds that you still need (dlq restore), then delete it\n"+
+		"          (rabbitmqctl -p %s delete_queue %s) and run topology again: deleting it deletes the\n"+
+		"          purged claims it keeps",
+		de.Name, vhost, reason, de.Object, vhost, de.Name)
 }

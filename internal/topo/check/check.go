@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -35,6 +36,9 @@ type Config struct {
 	// Strict makes a finding of the pre-upgrade check (RabbitMQ 4.x) a
 	// Failed error (exit 1), once the contract itself is as it should be.
 	Strict bool
+	// Archive is topology's -archive-retention: claim.dead.archive is
+	// checked with it (0: not checked).
+	Archive time.Duration
 }
 
 // checked is the result of a check, as -json prints it.
@@ -53,6 +57,9 @@ type item struct {
 	What   string `json:"what"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
+	// Warn: not as it should be, and yet no problem of the contract
+	// (a missing archive: dlq purge refuses, nothing else changes).
+	Warn bool `json:"warn,omitempty"`
 }
 
 // report collects what the check finds. As text each finding is printed
@@ -83,6 +90,15 @@ func (c *report) report(ok bool, what, detail string) {
 		what += ": " + detail
 	}
 	fmt.Fprintf(c.text, "%s %s\n", status, what)
+}
+
+// warn is a finding that is not a problem of the contract: it is shown,
+// and does not make the check fail.
+func (c *report) warn(what, detail string) {
+	c.Items = append(c.Items, item{What: what, Detail: detail, Warn: true})
+	if c.text != nil {
+		fmt.Fprintf(c.text, "warn    %s: %s\n", what, detail)
+	}
 }
 
 func (c *report) note(s string) {
@@ -154,6 +170,9 @@ func (c *report) objects(conn *amqp.Connection, cfg Config) error {
 			return err
 		}
 	}
+	if err := c.archive(conn, cfg); err != nil {
+		return err
+	}
 	for _, d := range cfg.Plan.Queues() {
 		if err := c.probeQueue(conn, topo.RetryQueue(kind, retry.QueueName(d), d), differ); err != nil {
 			return err
@@ -167,6 +186,37 @@ func (c *report) objects(conn *amqp.Connection, cfg Config) error {
 		c.ours[name] = st
 	}
 	return nil
+}
+
+// archive checks claim.dead.archive. A missing one is a warning, not a
+// problem: the lab's contract holds without it, and dlq purge refuses
+// (78) until topology declares it or -no-archive says to purge for good.
+// One that differs is a problem, as for any queue: topology itself would
+// stop there with a 406.
+func (c *report) archive(conn *amqp.Connection, cfg Config) error {
+	if cfg.Archive == 0 {
+		return nil
+	}
+	s := topo.ArchiveSpec(cfg.Kind, cfg.Archive)
+	ch, err := conn.Channel()
+	if err != nil {
+		return fail.New(fail.Unavailable, fmt.Errorf("open channel: %w", err))
+	}
+	if _, err := ch.QueueDeclarePassive(s.Name, true, false, false, false, nil); err != nil {
+		if broker.Code(err) == amqp.NotFound {
+			c.warn(s.String(), "missing: dlq purge refuses until it exists (run topology), or purges for good with -no-archive")
+			return nil
+		}
+		return fail.New(fail.Unavailable, fmt.Errorf("check %s: %w", s, err))
+	}
+	ch.Close()
+	return c.probeQueue(conn, s, func(reason string) (bool, string) {
+		// Of the other type with this retention: topology keeps it.
+		if _, err := topo.DeclareArchive(conn, cfg.Kind.Other(), cfg.Archive); err == nil {
+			return true, "a " + string(cfg.Kind.Other()) + " queue (kept as it is: -migrate does not move the archive)"
+		}
+		return false, "differs: " + reason + " (topology -archive-retention gives the retention it has, in ms after \"current is\")"
+	})
 }
 
 func (c *report) probeQueue(conn *amqp.Connection, s topo.QueueSpec, differs func(reason string) (ok bool, detail string)) error {

@@ -231,7 +231,8 @@ func TestMigrateRefusesWithConsumer(t *testing.T) {
 		t.Fatalf("exit %d, want %d and the refusal:\n%s%s", code, cli.ExitConfig, stdout, stderr)
 	}
 	qs := topotest.ListQueues(t, vh)
-	if len(qs) != 2 || qs[topo.Queue].Type != "classic" || qs[topo.DeadQueue].Type != "classic" {
+	// The contract's two, and the archive the world's topology declared.
+	if len(qs) != 3 || qs[topo.Queue].Type != "classic" || qs[topo.DeadQueue].Type != "classic" {
 		t.Errorf("the refusal changed the queues: %+v", qs)
 	}
 }
