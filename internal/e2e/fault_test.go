@@ -8,6 +8,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +34,7 @@ import (
 
 // tally is one scenario's row.
 type tally struct {
+	test                          string // the top-level test that accounted it
 	scenario                      string
 	claims, lost, unexpected, dup int
 	bound                         string
@@ -64,7 +68,8 @@ func (w *world) account(scenario string, published []string, boundDup int, bound
 	for _, id := range published {
 		want[id] = true
 	}
-	row := tally{scenario: scenario, claims: len(want), bound: bound, note: note}
+	top, _, _ := strings.Cut(w.t.Name(), "/")
+	row := tally{test: top, scenario: scenario, claims: len(want), bound: bound, note: note}
 	for id := range want {
 		if accepted[id] == 0 && !dead[id] {
 			row.lost++
@@ -101,6 +106,7 @@ func (w *world) account(scenario string, published []string, boundDup int, bound
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if path := os.Getenv("EAIMQ_FAULT_REPORT"); path != "" && len(report) > 0 {
+		inSourceOrder(report)
 		var b strings.Builder
 		b.WriteString("| scenario | claims | lost | unexpected | duplicates | bound | notes |\n|---|---:|---:|---:|---:|---|---|\n")
 		for _, r := range report {
@@ -109,6 +115,25 @@ func TestMain(m *testing.M) {
 		os.WriteFile(path, []byte(b.String()), 0o644)
 	}
 	os.Exit(code)
+}
+
+// inSourceOrder sorts the rows by where their tests are declared (the
+// files by name, as go test reads them): parallel tests account in the
+// order they happen to finish, and the table must not reshuffle from one
+// run to the next. A test's own rows keep the order they came in.
+func inSourceOrder(rows []tally) {
+	_, file, _, _ := runtime.Caller(0)
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "*_test.go"))
+	slices.Sort(files)
+	pos := map[string]int{}
+	decl := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`)
+	for _, f := range files {
+		src, _ := os.ReadFile(f)
+		for _, m := range decl.FindAllSubmatch(src, -1) {
+			pos[string(m[1])] = len(pos)
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b tally) int { return pos[a.test] - pos[b.test] })
 }
 
 // drainWith runs a clean consumer until claim.in is empty and nothing is
