@@ -58,6 +58,7 @@ func maxMessageSize(t testing.TB, ctl rabbitctl.Ctl) int64 {
 // not "unconfirmed". Which of the two the broker does is its setting,
 // read with rabbitmqctl: the broker truly differs there.
 func TestLargeClaims(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	dir := t.TempDir()
 	write := func(name string, body []byte) string {
