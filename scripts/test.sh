@@ -81,7 +81,7 @@ fuzz=$!
 # first: in one go test ./... it waited for one of the -p (cores) slots
 # behind consumer and dlq, the next longest, and the three ran end to end.
 # Its output is shown after the other packages', whole.
-: "${EAIMQ_TEST_PARALLEL:=8}"
+: "${EAIMQ_TEST_PARALLEL:=4}"
 echo "== go test -race (-parallel $EAIMQ_TEST_PARALLEL; internal/e2e beside the rest)"
 e2elog=$(mktemp)
 go test -race -count=1 -timeout 30m -parallel "$EAIMQ_TEST_PARALLEL" "$@" ./internal/e2e >"$e2elog" 2>&1 &
