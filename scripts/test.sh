@@ -86,7 +86,7 @@ echo "== go test -race (-parallel $EAIMQ_TEST_PARALLEL; internal/e2e beside the 
 e2elog=$(mktemp)
 go test -race -count=1 -timeout 30m -parallel "$EAIMQ_TEST_PARALLEL" "$@" ./internal/e2e >"$e2elog" 2>&1 &
 e2e=$!
-trap 'kill "$fuzz" "$e2e" 2>/dev/null; rm -f "$fuzzlog" "$e2elog"; remove_policy' EXIT
+trap '{ kill "$fuzz" "$e2e" 2>/dev/null || true; }; rm -f "$fuzzlog" "$e2elog"; remove_policy' EXIT
 rest=$(go list ./... | grep -vx 'eaimq/internal/e2e')
 failed=
 # shellcheck disable=SC2086 # one word per package
