@@ -65,11 +65,42 @@ go vet ./...
 echo "== go mod tidy -diff"
 go mod tidy -diff
 
-echo "== go test -race"
-go test -race -count=1 -timeout 30m "$@" ./...
+# The fuzz runs beside go test, on one core (-parallel 1): it touches
+# nothing but the guid rule, in process, so its 20 s cost no wall time.
+# Its output is shown after go test's, so that the two do not interleave;
+# when go test fails, the script stops the fuzz's go command as it exits.
+fuzzlog=$(mktemp)
+go test -run '^$' -fuzz '^FuzzGuid$' -fuzztime 20s -parallel 1 ./internal/claimid >"$fuzzlog" 2>&1 &
+fuzz=$!
 
-echo "== fuzz claimid.Guid (20s)"
-go test -run '^$' -fuzz '^FuzzGuid$' -fuzztime 20s ./internal/claimid
+# -parallel: the e2e tests that may run side by side (docs/tests.md) mostly
+# wait, on the broker and on the outages they hold, so more of them at
+# once than there are cores (go test's default) shortens the run.
+#
+# internal/e2e, the longest package, has a go test of its own, started
+# first: in one go test ./... it waited for one of the -p (cores) slots
+# behind consumer and dlq, the next longest, and the three ran end to end.
+# Its output is shown after the other packages', whole.
+: "${EAIMQ_TEST_PARALLEL:=4}"
+echo "== go test -race (-parallel $EAIMQ_TEST_PARALLEL; internal/e2e beside the rest)"
+e2elog=$(mktemp)
+go test -race -count=1 -timeout 30m -parallel "$EAIMQ_TEST_PARALLEL" "$@" ./internal/e2e >"$e2elog" 2>&1 &
+e2e=$!
+trap '{ kill "$fuzz" "$e2e" 2>/dev/null || true; }; rm -f "$fuzzlog" "$e2elog"; remove_policy' EXIT
+rest=$(go list ./... | grep -vx 'eaimq/internal/e2e')
+failed=
+# shellcheck disable=SC2086 # one word per package
+go test -race -count=1 -timeout 30m -parallel "$EAIMQ_TEST_PARALLEL" "$@" $rest || failed=1
+wait "$e2e" || failed=1
+cat "$e2elog"
+[ -z "$failed" ] || die "go test failed"
+
+echo "== fuzz claimid.Guid (20s, beside go test)"
+if ! wait "$fuzz"; then
+	cat "$fuzzlog"
+	die "the fuzz of claimid.Guid failed"
+fi
+cat "$fuzzlog"
 
 took=$(($(date +%s) - began))
 echo "test.sh: every step passed in $((took / 60))m$((took % 60))s"

@@ -20,6 +20,7 @@ import (
 // the batch is published (exit 65); with it only the valid ones are, each
 // under its exact guid, and every one of those is delivered once.
 func TestFaultBadInputGuids(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	claim := func(guidJSON, claimID string) []byte {
 		return []byte(fmt.Sprintf(`{"guid":"%s","claimId":"%s","docs":["receipt.pdf"],"amount":1200}`, guidJSON, claimID))

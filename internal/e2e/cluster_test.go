@@ -19,7 +19,9 @@ import (
 // Fault-suite rows on the local three-node cluster (scripts/cluster.sh):
 // quorum claim.in and claim.dead, a node SIGKILLed while claims are in
 // flight. The node comes back before the test ends (and in t.Cleanup if
-// the test fails), so the cluster is whole for the next test.
+// the test fails), so the cluster is whole for the next test. They are
+// serial (no t.Parallel): a node killed under another test's feet would
+// be that test's fault too.
 
 // newClusterWorld is newWorld on the cluster: a vhost there whose URL
 // lists the three nodes, quorum queues declared by the real topology
@@ -60,6 +62,8 @@ func other(n int) int { return n%brokertest.ClusterSize + 1 }
 // Claims the dead node had delivered and not yet seen acked come again,
 // and the shared store turns them into duplicates skipped without a call,
 // except those whose 201 was never recorded.
+//
+// Serial: it kills a node of the shared local cluster.
 func TestFaultClusterLeaderKilled(t *testing.T) {
 	const claims, prefetch, consumers = 300, 5, 3
 	w, c := newClusterWorld(t)
@@ -115,6 +119,8 @@ func TestFaultClusterLeaderKilled(t *testing.T) {
 // at the moment of the kill). At-least-once dead-lettering keeps each
 // rejected claim in claim.in until claim.dead, under its new leader, has
 // confirmed it: every 422 ends in claim.dead, none dropped.
+//
+// Serial: it kills a node of the shared local cluster.
 func TestFaultClusterRejectNodeDown(t *testing.T) {
 	const good, bad = 40, 40
 	w, c := newClusterWorld(t)

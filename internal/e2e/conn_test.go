@@ -109,6 +109,7 @@ func tempUser(t *testing.T, password string) string {
 // share: the documented exit code, the fix on the first line of stderr,
 // and the password nowhere in stdout or stderr.
 func TestConnFailures(t *testing.T) {
+	t.Parallel()
 	bin, progs, env := connPrograms(t)
 	vh := brokertest.New(t)
 	u, err := url.Parse(vh.URL)

@@ -24,6 +24,7 @@ import (
 // (the claim was never processed), so the partner accepts it only from
 // the replay.
 func TestFaultCrashLoopDeliveryLimit(t *testing.T) {
+	t.Parallel()
 	w := quorumWorld(t)
 	zero := 0
 	w.partner.Set(claimsys.Control{HoldAfter: &zero}) // every call is held: the consumer dies holding the claim
@@ -106,6 +107,7 @@ func quorumWorld(t *testing.T) *world {
 // limit, does not: the broker truly differs there, and the test says
 // which it is.
 func TestDLQBrowsingQuorumDead(t *testing.T) {
+	t.Parallel()
 	for _, older := range []bool{false, true} {
 		w := quorumWorld(t)
 		if older {

@@ -72,6 +72,7 @@ func (u unit) get(k string) string {
 // SIGTERM, keep the hardening options, and systemd-analyze security rates
 // their exposure OK.
 func TestServiceUnits(t *testing.T) {
+	t.Parallel()
 	analyze := tool(t, "systemd-analyze", "systemd")
 	bin := installed(t)
 	dir := t.TempDir()
@@ -138,6 +139,7 @@ func checkUnit(t *testing.T, name string, u unit) {
 // the Grafana dashboard is valid PromQL (promtool checks them as the
 // recording rules of a file of their own).
 func TestPrometheusRules(t *testing.T) {
+	t.Parallel()
 	promtool := tool(t, "promtool", "prometheus")
 	dir := filepath.Join(top(), "deploy", "prometheus")
 	for _, args := range [][]string{
@@ -248,6 +250,7 @@ func markdownAnchors(page string) map[string]bool {
 // production delivering a claim, dead-lettering a 422 (its route checked
 // first) and sending a 503's delayed copy to claim.retry.30s.
 func TestProductionPermissions(t *testing.T) {
+	t.Parallel()
 	ops, err := os.ReadFile(filepath.Join(top(), "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +300,7 @@ func TestProductionPermissions(t *testing.T) {
 // stays in claim.in, and the partner is called once, not again and again
 // as each requeued claim came straight back.
 func TestDelayedCopyRefused(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	const password = "a-test-password-2"
 	user := tempUser(t, password)

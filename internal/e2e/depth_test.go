@@ -40,6 +40,7 @@ func (g gatedPartner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // they wait in the client library's buffer, which the count cannot see.
 // So after the reconnect only the depths are compared.)
 func TestQueueMetrics(t *testing.T) {
+	t.Parallel()
 	const prefetch, claims, dead = 3, 10, 2
 	w := newWorld(t)
 	gate := gatedPartner{open: make(chan struct{}), h: w.partner}

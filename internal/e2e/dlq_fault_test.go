@@ -51,6 +51,7 @@ func (c *callClock) firstAfterMark() time.Time {
 // all. (A walk that went on until claim.dead was empty replayed 305, and
 // with more dead letters each about 6 times.)
 func TestFaultDLQReplayWhileConsuming(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	const n = 300
 	// The first round of rejections are calls 1 to n, the probe below is
@@ -127,6 +128,7 @@ func TestFaultDLQReplayWhileConsuming(t *testing.T) {
 // letter looked "unknown" and `dlq -reason unknown -yes purge -all` deleted
 // them all. It must refuse (74) and delete nothing.
 func TestFaultDLQPurgeMistypedStore(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	const n = 20
 	published := w.publishFiles(brokertest.Claims("typo", "C-typo", n, false)...)

@@ -227,6 +227,7 @@ const xssClaimID = `</pre><script>window.pwned=1</script>`
 // is refused; a claim with <script> renders as text; the counts refresh by
 // themselves.
 func TestDLQServeBrowser(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	xss := []byte(`{"guid":"xss-0","claimId":` + jsonString(xssClaimID) + `,"docs":[],"note":"<img src=x onerror=window.pwned=2>"}`)
 	w.publishFiles(brokertest.Claim("nodocs-0", "C-N0"), brokertest.Claim("nodocs-1", "C-N1"), xss,
@@ -425,6 +426,7 @@ func groupID(t *testing.T, page string) string {
 // page answers; the page shows neither the store's path nor the broker's
 // password.
 func TestDLQServeToken(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.deadLetter("tok-0")
 	const token = "a-long-enough-test-token-0123456789"
@@ -496,6 +498,7 @@ func TestDLQServeToken(t *testing.T) {
 // even a well-formed POST made by hand; the same POST to a page without
 // -read-only does purge, so the refusal is -read-only's.
 func TestDLQServeReadOnly(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.deadLetter("ro-0")
 	ro := w.startServe(nil, "-addr", "127.0.0.1:0", "-read-only", "-no-store")

@@ -34,6 +34,7 @@ import (
 // a delivered claim points at purge; every action is in dlq history, by
 // the OS user.
 func TestDLQTeamCommandLine(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.publishFiles(brokertest.Claim("team-0", "C-TEAM-0"), brokertest.Claim("team-1", "C-TEAM-1"), brokertest.Claim("team-2", "C-TEAM-2", "r.pdf"))
 	w.drainWith()
@@ -82,6 +83,7 @@ func TestDLQTeamCommandLine(t *testing.T) {
 // TestDLQTeamPostgresTrail: with a PostgreSQL store the trail is the table
 // eaimq_audit in its database; dlq history reads it back.
 func TestDLQTeamPostgresTrail(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.db = pgtest.New(t)
 	w.publishFiles(brokertest.Claim("pg-0", "C-PG-0"))
@@ -113,6 +115,7 @@ func TestDLQTeamPostgresTrail(t *testing.T) {
 // banner names the vhost and the broker, never the password; search finds
 // a claim by its claimId.
 func TestDLQServeTeam(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.publishFiles(brokertest.Claim("serve-0", "C-SERVE-0"), brokertest.Claim("serve-1", "C-SERVE-1"))
 	w.drainWith()
@@ -172,6 +175,7 @@ func TestDLQServeTeam(t *testing.T) {
 // it and the Idempotency-Key the edit got; the groups page has the banner
 // and the kept groups' "Count again now".
 func TestDLQServeBrowserTeam(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.publishFiles(brokertest.Claim("web-0", "C-WEB-0"), brokertest.Claim("web-1", "C-WEB-1"))
 	c := w.start("consumer", "--claim", w.url, "--max-seconds", "600")

@@ -8,6 +8,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +34,7 @@ import (
 
 // tally is one scenario's row.
 type tally struct {
+	test                          string // the top-level test that accounted it
 	scenario                      string
 	claims, lost, unexpected, dup int
 	bound                         string
@@ -64,7 +68,8 @@ func (w *world) account(scenario string, published []string, boundDup int, bound
 	for _, id := range published {
 		want[id] = true
 	}
-	row := tally{scenario: scenario, claims: len(want), bound: bound, note: note}
+	top, _, _ := strings.Cut(w.t.Name(), "/")
+	row := tally{test: top, scenario: scenario, claims: len(want), bound: bound, note: note}
 	for id := range want {
 		if accepted[id] == 0 && !dead[id] {
 			row.lost++
@@ -101,6 +106,7 @@ func (w *world) account(scenario string, published []string, boundDup int, bound
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if path := os.Getenv("EAIMQ_FAULT_REPORT"); path != "" && len(report) > 0 {
+		inSourceOrder(report)
 		var b strings.Builder
 		b.WriteString("| scenario | claims | lost | unexpected | duplicates | bound | notes |\n|---|---:|---:|---:|---:|---|---|\n")
 		for _, r := range report {
@@ -109,6 +115,25 @@ func TestMain(m *testing.M) {
 		os.WriteFile(path, []byte(b.String()), 0o644)
 	}
 	os.Exit(code)
+}
+
+// inSourceOrder sorts the rows by where their tests are declared (the
+// files by name, as go test reads them): parallel tests account in the
+// order they happen to finish, and the table must not reshuffle from one
+// run to the next. A test's own rows keep the order they came in.
+func inSourceOrder(rows []tally) {
+	_, file, _, _ := runtime.Caller(0)
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "*_test.go"))
+	slices.Sort(files)
+	pos := map[string]int{}
+	decl := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`)
+	for _, f := range files {
+		src, _ := os.ReadFile(f)
+		for _, m := range decl.FindAllSubmatch(src, -1) {
+			pos[string(m[1])] = len(pos)
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b tally) int { return pos[a.test] - pos[b.test] })
 }
 
 // drainWith runs a clean consumer until claim.in is empty and nothing is
@@ -132,6 +157,7 @@ func ms(n int) claimsys.Control { return claimsys.Control{DelayMS: &n} }
 // TestFaultConsumerKilled: SIGKILL the consumer three times at random
 // moments while 80 claims go to a 50 ms partner, then a clean run.
 func TestFaultConsumerKilled(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.partner.Set(ms(50))
 	published := w.publishFiles(brokertest.Claims("kill", "C-kill", 80, true)...)
@@ -154,6 +180,7 @@ func TestFaultConsumerKilled(t *testing.T) {
 // TestFaultPartnerDown: nothing listens at the claim URL for the whole
 // run: every claim is tried twice and then dead-lettered.
 func TestFaultPartnerDown(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.url = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	published := w.publishFiles(brokertest.Claims("down", "C-down", 20, true)...)
@@ -175,6 +202,7 @@ func TestFaultPartnerDown(t *testing.T) {
 // TestFaultPartnerFlapping: the partner alternates 503 and 201 on every
 // call. Each claim is delivered once or dead-lettered with its reason.
 func TestFaultPartnerFlapping(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	on := true
 	w.partner.Set(claimsys.Control{Flap: &on})
@@ -187,7 +215,9 @@ func TestFaultPartnerFlapping(t *testing.T) {
 
 // TestFaultPartnerSlowerThanTimeout: the partner answers after 1.5 s, the
 // consumer gives up after 300 ms: transient, twice, then DLQ; no hang, and
-// the deadline is kept.
+// the deadline is kept. Serial: the bound on the run's time (2 s over its
+// --max-seconds) is a deadline measured, which a loaded machine would
+// stretch.
 func TestFaultPartnerSlowerThanTimeout(t *testing.T) {
 	w := newWorld(t)
 	w.partner.Set(ms(1500))
@@ -213,6 +243,7 @@ func TestFaultPartnerSlowerThanTimeout(t *testing.T) {
 
 // TestFaultBadMessages: another producer's messages, published raw.
 func TestFaultBadMessages(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	huge := []byte(`{"guid":"raw-huge","claimId":"C-H","docs":["r.pdf"],"pad":"` + strings.Repeat("x", 1<<20) + `"}`)
 	msgs := []amqp.Publishing{
@@ -240,6 +271,7 @@ func TestFaultBadMessages(t *testing.T) {
 // TestFaultTwoConsumersOneStore: two consumer processes share one
 // EAI_MQ_DB; a guid published ten times is POSTed once.
 func TestFaultTwoConsumersOneStore(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.partner.Set(ms(100))
 	dup := brokertest.Claim("twin-shared", "C-twin", "r.pdf")
@@ -270,7 +302,8 @@ func TestFaultTwoConsumersOneStore(t *testing.T) {
 // gate opens only after the consumer has reconnected to the restarted
 // node. The held claims' 201s then arrive after their channel died: each
 // is recorded but cannot be acked, and its redelivered copy meets the
-// record, so no claim reaches the partner twice.
+// record, so no claim reaches the partner twice. Serial, as every test
+// with a private node on a fixed port (docs/tests.md).
 func TestFaultBrokerRestarted(t *testing.T) {
 	const (
 		node, port = "eaimqfault@localhost", 5698
@@ -357,7 +390,8 @@ func TestFaultBrokerRestarted(t *testing.T) {
 // TestPublishAgainstBlockedBroker: a memory alarm on a private node makes
 // the broker stop reading from publishers. publish must not hang: it exits
 // 75 after -timeout (plus a bounded close), says the outcome is unknown,
-// and names the alarm.
+// and names the alarm. Serial: a private node on a fixed port, and a
+// bound on publish's time.
 func TestPublishAgainstBlockedBroker(t *testing.T) {
 	node, port := "eaimqalarm@localhost", 5697
 	brokertest.PrivateNode(t, node, port)

@@ -18,6 +18,8 @@ import (
 // the lab's script names, by path and through python3, with the stand-in
 // claim system as a process on a free port; and it reads what the grader
 // reads: exit codes, /_stats by_guid, rabbitmqctl list_queues, the DLQ.
+// Serial: consumer.py --max-seconds 4 must have settled every claim, and
+// in at most 7 s, deadlines a loaded machine would stretch.
 func TestGraderView(t *testing.T) {
 	w := newWorld(t) // topology.py once already
 	if r := w.run("topology.py"); r.code != 0 {
@@ -125,7 +127,8 @@ func TestGraderView(t *testing.T) {
 }
 
 // TestGraderPrefetch: --prefetch through the lab name, against a slow
-// claim system process: it never sees more than P at once.
+// claim system process: it never sees more than P at once. Serial: the
+// 16 claims must all be settled within --max-seconds 5.
 func TestGraderPrefetch(t *testing.T) {
 	w := newWorld(t)
 	port := freePort(t)

@@ -25,6 +25,7 @@ import (
 // them in claim.in; after topology, a run dead-letters them without a
 // second call.
 func TestFaultDeadQueueDeletedMidRun(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	good := w.publishFiles(brokertest.Claims("dq-good", "C-dqg", 10, true)...)
 	p := w.start("consumer", "--claim", w.url, "--max-seconds", "120")
@@ -60,6 +61,7 @@ func TestFaultDeadQueueDeletedMidRun(t *testing.T) {
 // EAI_MQ_DB. Its ids are delivered claims: acked without a call; the rest
 // go through as usual.
 func TestFaultLabProcessedDB(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	db, err := sql.Open("sqlite3", w.db)
 	if err != nil {
@@ -93,6 +95,10 @@ func TestFaultLabProcessedDB(t *testing.T) {
 // every call (a gate) until the consumer's connection is really gone, then
 // answers 422. The redelivered copies meet the decision on record and are
 // rejected again without a second call.
+//
+// Serial: the calls are held until the consumer has seen its connection
+// go, which must take less than its --http-timeout; on a loaded machine
+// it did not, and the timed-out calls were made again.
 func TestFaultLostReject(t *testing.T) {
 	w := newWorld(t)
 	zero := 0

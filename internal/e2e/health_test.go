@@ -47,6 +47,7 @@ func (p *downPartner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and eaimq_ready says 0. When the claim system answers again, the first
 // call that does not fail makes it ready.
 func TestFaultPartnerDownUnready(t *testing.T) {
+	t.Parallel()
 	const k = 5
 	w := newWorld(t)
 	down := &downPartner{release: make(chan struct{}), partner: w.partner}

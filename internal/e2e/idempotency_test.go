@@ -109,6 +109,7 @@ func (w *world) replayEdited(fix func(guid string) []byte, withKey func(guid str
 // "key already used", and it goes back to claim.dead. Dedup keys on the
 // message_id throughout.
 func TestIdempotencyEditGetsANewKey(t *testing.T) {
+	t.Parallel()
 	w, rec := draftWorld(t)
 	withKey, withoutKey := "edit-key-1", "edit-nokey-1"
 	published := w.publishFiles(brokertest.Claim(withKey, "C-ek-1"), brokertest.Claim(withoutKey, "C-ek-2"))
@@ -146,6 +147,7 @@ func TestIdempotencyEditGetsANewKey(t *testing.T) {
 // (the draft's replay) and is recorded as delivered: the partner processed
 // the claim once, and nothing is in claim.dead.
 func TestIdempotency409Retried(t *testing.T) {
+	t.Parallel()
 	const delays = "1s,3s"
 	w, _ := draftWorld(t)
 	if r := w.run("topology", "-retry-delays", delays); r.code != 0 {

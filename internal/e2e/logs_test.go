@@ -59,6 +59,7 @@ func find(lines []map[string]any, msg string) map[string]any {
 // (the signal's note); a run forced out by a second signal (the final
 // error, exit 130); and mistakes in the flags (exit 2).
 func TestJSONLogs(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ep, err := claimsys.Serve(w.partner, "127.0.0.1:0")
 	if err != nil {

@@ -27,6 +27,7 @@ var programs = []string{"topology", "publish", "consumer", "brokerstatus", "dlq"
 // the same text, so the places a manual is read cannot drift apart.
 // `go test ./internal/e2e -run ManualsInDocs -update` rewrites the copies.
 func TestManualsInDocs(t *testing.T) {
+	t.Parallel()
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "docs", "manuals")
 	if *update {

@@ -47,6 +47,7 @@ func metric(scrape, series string) float64 {
 // checks that the counters are the summary's numbers: received, each
 // outcome, partner calls.
 func TestMetricsAddUp(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.partner.Set(ms(30))
 	var claims [][]byte
@@ -110,6 +111,7 @@ func TestMetricsAddUp(t *testing.T) {
 // withdrawn meanwhile, so that the reconnect waits until the test has seen
 // the consumer unready.
 func TestReadyzFollowsTheBroker(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)

@@ -60,6 +60,7 @@ func summaryJSON(t *testing.T, stdout string) map[string]any {
 // are seen waiting in claim.in), probes, and resumes when the claim system
 // is back: every claim delivered once, none dead-lettered.
 func TestFaultPartnerDownPaused(t *testing.T) {
+	t.Parallel()
 	const delays = "1s,5s,30s"
 	w, ep := retryWorld(t, delays)
 	w.partner.Set(ms(20))
@@ -115,6 +116,7 @@ func TestFaultPartnerDownPaused(t *testing.T) {
 // to the first call of each claim. With --retry-delays 1s,3s no claim is
 // called again sooner than 2 s after its 429.
 func TestFaultRetryAfter(t *testing.T) {
+	t.Parallel()
 	const delays = "1s,3s"
 	w, _ := retryWorld(t, delays)
 	status, after := 429, "2"
@@ -153,6 +155,10 @@ func TestFaultRetryAfter(t *testing.T) {
 // TestFaultKilledWhileDelayed: every claim failed once (503) and waits in
 // a delay queue when the consumer is SIGKILLed. The broker holds them; a
 // new consumer delivers each once they come back.
+//
+// Serial: every claim's first call must be over within the 5 s delay, so
+// that all 40 wait in the delay queue at once; on a loaded machine they
+// did not (go test -count=3 with the e2e tests in parallel).
 func TestFaultKilledWhileDelayed(t *testing.T) {
 	const delays = "5s"
 	w, _ := retryWorld(t, delays)
@@ -192,7 +198,8 @@ func TestFaultKilledWhileDelayed(t *testing.T) {
 
 // TestFaultLabRuleWithoutFlags: without the new flags the lab's contract
 // holds exactly: a BUSY claim is called twice, then dead-lettered, exit 0,
-// and no delay queue is used or needed.
+// and no delay queue is used or needed. Serial: every claim, BUSY ones
+// twice, must be settled within consumer.py's --max-seconds 4.
 func TestFaultLabRuleWithoutFlags(t *testing.T) {
 	w := newWorld(t)
 	var claims [][]byte

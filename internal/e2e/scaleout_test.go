@@ -22,6 +22,7 @@ import (
 // locks), not after a lease; only the calls it made and never recorded are
 // made twice.
 func TestFaultConsumerKilledPostgres(t *testing.T) {
+	t.Parallel()
 	const claims, prefetch = 60, 5
 	w := newWorld(t)
 	w.db = pgtest.New(t)
@@ -60,6 +61,7 @@ func TestFaultConsumerKilledPostgres(t *testing.T) {
 // -migrate quorum; a consumer then drains it. Every claim is delivered
 // once, every dead letter is still there, none twice.
 func TestFaultMigrateToQuorum(t *testing.T) {
+	t.Parallel()
 	const claims, dead = 1000, 20
 	w := newWorld(t) // classic topology, as the lab declares it
 	deadOnes := w.publishFiles(brokertest.Claims("mq-dead", "C-mqd", dead, false)...)

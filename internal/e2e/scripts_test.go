@@ -13,7 +13,8 @@ import (
 // postinst from starting a node by creating policy-rc.d while it installs
 // RabbitMQ. When apt-get fails, that file must not stay behind (it would
 // stop every later package from starting its service), while a
-// policy-rc.d that was there before is the machine's and stays.
+// policy-rc.d that was there before is the machine's and stays. Serial:
+// it runs the script that installs and starts the machine's broker.
 func TestMqUpRemovesItsPolicyWhenAptFails(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Fatal("mq-up.sh installs as root; run the tests as root (scripts/test.sh)")

@@ -56,6 +56,13 @@ type soak struct {
 	kind    map[string]string // good, nodocs, busy
 	cons    []*proc
 	faultN  map[string]int
+	// publish is held by a publish run and by the fault that closes the
+	// vhost's connections: that fault is the broker closing the
+	// consumers' connections, and a publisher it cut off would leave
+	// claims unconfirmed that the accounting counts as published (on a
+	// loaded machine, with the e2e tests in parallel, a batch takes long
+	// enough for that to happen).
+	publish sync.Mutex
 }
 
 func newSoak(t *testing.T) *soak {
@@ -120,7 +127,10 @@ func (s *soak) publishBatch(batch int) {
 	}
 	// publish exits 0 only when every copy is confirmed; under the faults
 	// here (none touches the publisher's broker) it always is.
-	if r := s.run("publish", files...); r.code != 0 {
+	s.publish.Lock()
+	r := s.run("publish", files...)
+	s.publish.Unlock()
+	if r.code != 0 {
 		s.t.Errorf("publish: exit %d: %s", r.code, r.stderr)
 	}
 }
@@ -148,7 +158,9 @@ func (s *soak) faults(d time.Duration) {
 			}
 			s.faultN["partner killed"]++
 		default:
+			s.publish.Lock()
 			s.vh.Ctl.Run(context.Background(), "-q", "close_all_connections", "-p", s.vh.Name, "soak: a connection closed by the broker")
+			s.publish.Unlock()
 			s.faultN["connections closed"]++
 		}
 	}

@@ -23,6 +23,7 @@ import (
 // calls are at the partner, stays down for 5 s, then 45 s, and starts
 // again each time.
 func TestFaultPostgresCrashed(t *testing.T) {
+	t.Parallel() // the outages are 50 s of waiting: not in the serial part of the run
 	for _, down := range []time.Duration{5 * time.Second, 45 * time.Second} {
 		t.Run(down.String(), func(t *testing.T) {
 			t.Parallel()

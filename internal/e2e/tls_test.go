@@ -106,6 +106,7 @@ vm_memory_high_watermark.absolute = 512MiB
 // TestTLSEndToEnd: topology, publish and consumer deliver a claim over
 // amqps:// with the broker's CA in EAI_AMQP_CA and a client certificate;
 // then each way the TLS settings can be wrong is refused with its fix.
+// Serial, as every test that starts a broker node of its own.
 func TestTLSEndToEnd(t *testing.T) {
 	ctl, tlsPort, plainPort, pki := tlsNode(t)
 	vh := brokertest.NewOn(t, ctl, fmt.Sprintf("amqps://guest:guest@localhost:%d/", tlsPort))
