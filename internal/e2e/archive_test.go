@@ -62,6 +62,7 @@ func (w *world) archiveRows() map[string]map[string]any {
 // 1); -no-archive deletes for good; each is in the audit trail; and
 // restore refuses without its store (74).
 func TestArchivePurgeRestore(t *testing.T) {
+	t.Parallel()
 	w := rejectedThree(t)
 	q := topotest.ListQueues(t, w.vh)[topo.ArchiveQueue]
 	if ttl, _ := q.Arguments["x-message-ttl"].(json.Number); ttl != "1209600000" {
@@ -165,6 +166,7 @@ func acted(out string) bool {
 // before it touches anything (78, one line naming topology and
 // -no-archive), the dry run too; restore says to run topology.
 func TestArchiveMissingRefuses(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.store()
 	ch := w.vh.Channel(t)
@@ -196,6 +198,7 @@ func TestArchiveMissingRefuses(t *testing.T) {
 // x-max-length 0, x-overflow reject-publish) leaves the dead letter in
 // claim.dead, and the purge says so (exit 1, a partial entry).
 func TestArchiveRefusedKeepsDeadLetter(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.store()
 	ch := w.vh.Channel(t)
@@ -225,6 +228,7 @@ func TestArchiveRefusedKeepsDeadLetter(t *testing.T) {
 // the archive page, with who purged it, and its Restore puts it back in
 // claim.dead; the history of both is on the claim's page.
 func TestArchiveBrowser(t *testing.T) {
+	t.Parallel()
 	w := rejectedThree(t)
 	srv := w.startServe(nil, "-refresh", "0")
 	ctx := browser(t)
