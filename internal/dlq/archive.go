@@ -1,14 +1,12 @@
 package dlq
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
-	"eaimq/internal/confirm"
 	"eaimq/internal/fail"
 	"eaimq/internal/topo"
 )
@@ -115,119 +113,4 @@ func requireArchive(conn *amqp.Connection) error {
 			"run topology to declare it, or add -no-archive to delete for good; nothing was purged", topo.ArchiveQueue)
 	}
 	return fail.New(fail.Unavailable, fmt.Errorf("check queue %s: %w", topo.ArchiveQueue, err))
-}
-
-// moveWindow is how many copies a move publishes before it awaits their
-// confirms and acks the originals.
-const moveWindow = 128
-
-// mover moves messages of a walk to queue to: a copy through the default
-// exchange with mandatory, and the original acked only after the broker
-// confirmed the copy and did not return it. As with replay, the order is
-// the point: ack first and a crash before the copy is in loses the claim;
-// copy first and a crash before the ack leaves it in both queues, which a
-// second purge or restore finds and moves again.
-type mover struct {
-	p       *confirm.Publisher
-	to      string
-	copyOf  func(*dead) amqp.Publishing
-	moved   func(key string)
-	refused func(key, why string)
-	hooks   Hooks
-	batch   []*dead
-	n       int // moved
-	refuses int
-}
-
-// newMover opens the confirming channel of a move on b's connection; the
-// caller closes it with close.
-func newMover(b *Browser, to string, copyOf func(*dead) amqp.Publishing) (*mover, func(), error) {
-	ch, err := b.conn.Channel()
-	if err != nil {
-		return nil, nil, fail.New(fail.Unavailable, fmt.Errorf("open channel: %w", err))
-	}
-	p, err := confirm.New(ch, moveWindow, 10*time.Second)
-	if err != nil {
-		return nil, nil, fail.New(fail.Unavailable, err)
-	}
-	mv := &mover{p: p, to: to, copyOf: copyOf, moved: func(string) {}, refused: func(string, string) {}}
-	return mv, func() { ch.Close() }, nil
-}
-
-func (mv *mover) take(ctx context.Context, m *dead) error {
-	mv.batch = append(mv.batch, m)
-	if len(mv.batch) == moveWindow {
-		return mv.flush(ctx)
-	}
-	return nil
-}
-
-// flush publishes the batch's copies, awaits their confirms, then acks the
-// originals of those the broker took; a returned or nacked copy leaves its
-// original where it is.
-func (mv *mover) flush(ctx context.Context) error {
-	if len(mv.batch) == 0 {
-		return nil
-	}
-	byTag := make(map[uint64]*dead, len(mv.batch))
-	for _, m := range mv.batch {
-		tag, err := mv.p.Publish(ctx, "", mv.to, mv.copyOf(m))
-		if err != nil {
-			return fail.New(fail.Unavailable, fmt.Errorf("publish copy of %s to %s: %w", field(m.Key), mv.to, err))
-		}
-		byTag[tag] = m
-	}
-	var ok []*dead
-	for range mv.batch {
-		out, err := mv.p.Await()
-		if err != nil {
-			return fail.New(fail.TempFail, fmt.Errorf("%w; the messages of this batch stay where they were", err))
-		}
-		m := byTag[out.Tag]
-		switch {
-		case out.Acked:
-			ok = append(ok, m)
-		case out.Returned != "":
-			mv.refuses++
-			mv.refused(m.Key, fmt.Sprintf("%s returned the copy (%s); it stays where it was", mv.to, field(out.Returned)))
-		default:
-			mv.refuses++
-			mv.refused(m.Key, fmt.Sprintf("the broker nacked the copy for %s (full, or refusing); it stays where it was", mv.to))
-		}
-	}
-	if mv.hooks.AfterConfirm != nil {
-		if err := mv.hooks.AfterConfirm(); err != nil {
-			return err
-		}
-	}
-	for _, m := range ok {
-		if err := m.d.Ack(false); err != nil {
-			return fail.New(fail.Unavailable, fmt.Errorf("ack %s (its copy is in %s; the original stays): %w", field(m.Key), mv.to, err))
-		}
-		mv.n++
-		mv.moved(m.Key)
-	}
-	mv.batch = mv.batch[:0]
-	return nil
-}
-
-// moveSelected walks b and moves what sel selects with mv: one pass over
-// what the queue held when the walk started, then what sel resolves at
-// its end (the claimIds).
-func moveSelected(ctx context.Context, b *Browser, sel selection, mv *mover) error {
-	err := b.walk(ctx, sel.limit, func(m *dead) (bool, error) {
-		if !sel.selects(m) {
-			return true, nil
-		}
-		return true, mv.take(ctx, m)
-	})
-	for _, m := range sel.after() {
-		if err == nil {
-			err = mv.take(ctx, m)
-		}
-	}
-	if err == nil {
-		err = mv.flush(ctx)
-	}
-	return err
 }

@@ -91,7 +91,7 @@ type purging struct {
 // purge of this program: dlq purge and dlq serve's purge go through it.
 func purgeDead(ctx context.Context, b *Browser, sel selection, p purging) (n, refused int, err error) {
 	if p.yes && p.archive {
-		mv, closeMv, err := newMover(b, topo.ArchiveQueue, func(m *dead) amqp.Publishing { return archived(m, p.actor) })
+		mv, closeMv, err := newMover(b, queueDest(topo.ArchiveQueue), func(m *dead) amqp.Publishing { return archived(m, p.actor) })
 		if err != nil {
 			return 0, 0, err
 		}

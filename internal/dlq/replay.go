@@ -9,15 +9,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"eaimq/internal/confirm"
 	"eaimq/internal/fail"
 	"eaimq/internal/partner"
 	"eaimq/internal/topo"
 )
-
-// replayWindow is how many copies are published before their confirms are
-// awaited and their dead copies acked.
-const replayWindow = 128
 
 // rules are replay's limits: -force and -max-replays, and an edited body
 // (dlq serve) that replaces the dead letter's.
@@ -98,12 +93,16 @@ func replayDead(ctx context.Context, b *Browser, sel selection, r rules, tell fu
 	if err != nil {
 		return tally{}, fail.Broker(err, topo.ErrMissing)
 	}
-	defer ch.Close()
-	p, err := confirm.New(ch, replayWindow, 10*time.Second)
+	ch.Close()
+	mv, closeMv, err := newMover(b, claimDest, func(m *dead) amqp.Publishing { return copyOf(m, r.edit) })
 	if err != nil {
-		return tally{}, fail.New(fail.Unavailable, err)
+		return tally{}, err
 	}
-	rp := &replayer{p: p, rules: r, tell: tell, sent: map[string]bool{}}
+	defer closeMv()
+	rp := &replayer{mv: mv, rules: r, tell: tell, sent: map[string]bool{}}
+	mv.hooks = r.hooks
+	mv.moved = func(key string) { rp.report(note{noteReplayed, key, ""}) }
+	mv.refused = func(key, why string) { rp.report(note{noteRefused, key, why}) }
 	err = b.walk(ctx, sel.limit, func(m *dead) (bool, error) {
 		if !sel.selects(m) {
 			return true, nil
@@ -116,19 +115,19 @@ func replayDead(ctx context.Context, b *Browser, sel selection, r rules, tell fu
 		}
 	}
 	if err == nil {
-		err = rp.flush(ctx)
+		err = mv.flush(ctx)
 	}
 	return rp.tally, err
 }
 
-// replayer is one replay under way.
+// replayer is one replay under way: which dead letters it takes, and a
+// mover to eai.claim that publishes them.
 type replayer struct {
-	p *confirm.Publisher
+	mv *mover
 	rules
 	tally
-	tell  func(note)
-	sent  map[string]bool // the keys replayed (or being replayed) in this run
-	batch []*dead         // published (or to be) and not yet acked
+	tell func(note)
+	sent map[string]bool // the keys replayed (or being replayed) in this run
 }
 
 func (rp *replayer) report(n note) { rp.add(n); rp.tell(n) }
@@ -154,58 +153,7 @@ func (rp *replayer) take(ctx context.Context, m *dead) error {
 		return nil
 	}
 	rp.sent[m.Key] = true
-	rp.batch = append(rp.batch, m)
-	if len(rp.batch) == replayWindow {
-		return rp.flush(ctx)
-	}
-	return nil
-}
-
-// flush publishes the batch's copies, awaits their confirms, and then
-// acks the dead copies of those the broker took.
-func (rp *replayer) flush(ctx context.Context) error {
-	if len(rp.batch) == 0 {
-		return nil
-	}
-	byTag := make(map[uint64]*dead, len(rp.batch))
-	for _, m := range rp.batch {
-		tag, err := rp.p.Publish(ctx, topo.Exchange, topo.RoutingKey, copyOf(m, rp.edit))
-		if err != nil {
-			return fail.New(fail.Unavailable, fmt.Errorf("publish copy of %s: %w", field(m.Key), err))
-		}
-		byTag[tag] = m
-	}
-	var ok []*dead
-	for range rp.batch {
-		out, err := rp.p.Await()
-		if err != nil {
-			// Outcome unknown: the dead copies stay, so the worst case
-			// is a duplicate.
-			return fail.New(fail.TempFail, fmt.Errorf("%w; the dead letters of this batch stay in claim.dead", err))
-		}
-		m := byTag[out.Tag]
-		switch {
-		case out.Acked:
-			ok = append(ok, m)
-		case out.Returned != "":
-			rp.report(note{noteRefused, m.Key, "unroutable (" + field(out.Returned) + "); run topology"})
-		default:
-			rp.report(note{noteRefused, m.Key, "the broker nacked the copy"})
-		}
-	}
-	if rp.hooks.AfterConfirm != nil {
-		if err := rp.hooks.AfterConfirm(); err != nil {
-			return err
-		}
-	}
-	for _, m := range ok {
-		if err := m.d.Ack(false); err != nil {
-			return fail.New(fail.Unavailable, fmt.Errorf("ack dead copy of %s (its replay is queued; the dead copy stays): %w", field(m.Key), err))
-		}
-		rp.report(note{noteReplayed, m.Key, ""})
-	}
-	rp.batch = rp.batch[:0]
-	return nil
+	return rp.mv.take(ctx, m)
 }
 
 // copyOf is the message to replay: the claim as it was first published

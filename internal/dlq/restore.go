@@ -49,7 +49,7 @@ func Restore(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer
 // claim.dead, as they were before their purge. It is the one restore of
 // this program: dlq restore and dlq serve's restore go through it.
 func restoreArchived(ctx context.Context, b *Browser, sel selection, hooks Hooks, done func(string), refused func(key, why string)) (n, refuses int, err error) {
-	mv, closeMv, err := newMover(b, topo.DeadQueue, func(m *dead) amqp.Publishing { return restored(m) })
+	mv, closeMv, err := newMover(b, queueDest(topo.DeadQueue), func(m *dead) amqp.Publishing { return restored(m) })
 	if err != nil {
 		return 0, 0, err
 	}
