@@ -129,19 +129,20 @@ func (mv *mover) flush(ctx context.Context) error {
 	return nil
 }
 
-// moveSelected walks b and moves what sel selects with mv: one pass over
+// moveSelected walks b and hands what sel selects to take (mv.take, or
+// a take that skips some first and hands the rest to mv): one pass over
 // what the queue held when the walk started, then what sel resolves at
-// its end (the claimIds).
-func moveSelected(ctx context.Context, b *Browser, sel selection, mv *mover) error {
+// its end (the claimIds); then mv flushes its last batch.
+func moveSelected(ctx context.Context, b *Browser, sel selection, mv *mover, take func(context.Context, *dead) error) error {
 	err := b.walk(ctx, sel.limit, func(m *dead) (bool, error) {
 		if !sel.selects(m) {
 			return true, nil
 		}
-		return true, mv.take(ctx, m)
+		return true, take(ctx, m)
 	})
 	for _, m := range sel.after() {
 		if err == nil {
-			err = mv.take(ctx, m)
+			err = take(ctx, m)
 		}
 	}
 	if err == nil {

@@ -97,7 +97,7 @@ func purgeDead(ctx context.Context, b *Browser, sel selection, p purging) (n, re
 		}
 		defer closeMv()
 		mv.moved, mv.refused, mv.hooks = p.done, p.refused, p.hooks
-		err = moveSelected(ctx, b, sel, mv)
+		err = moveSelected(ctx, b, sel, mv, mv.take)
 		return mv.n, mv.refuses, err
 	}
 	del := func(m *dead) error {

@@ -103,20 +103,7 @@ func replayDead(ctx context.Context, b *Browser, sel selection, r rules, tell fu
 	mv.hooks = r.hooks
 	mv.moved = func(key string) { rp.report(note{noteReplayed, key, ""}) }
 	mv.refused = func(key, why string) { rp.report(note{noteRefused, key, why}) }
-	err = b.walk(ctx, sel.limit, func(m *dead) (bool, error) {
-		if !sel.selects(m) {
-			return true, nil
-		}
-		return true, rp.take(ctx, m)
-	})
-	for _, m := range sel.after() {
-		if err == nil {
-			err = rp.take(ctx, m)
-		}
-	}
-	if err == nil {
-		err = mv.flush(ctx)
-	}
+	err = moveSelected(ctx, b, sel, mv, rp.take)
 	return rp.tally, err
 }
 

@@ -55,6 +55,6 @@ func restoreArchived(ctx context.Context, b *Browser, sel selection, hooks Hooks
 	}
 	defer closeMv()
 	mv.moved, mv.refused, mv.hooks = done, refused, hooks
-	err = moveSelected(ctx, b, sel, mv)
+	err = moveSelected(ctx, b, sel, mv, mv.take)
 	return mv.n, mv.refuses, err
 }
