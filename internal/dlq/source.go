@@ -50,6 +50,7 @@ type source struct {
 	largest int // the largest body seen, for the next window
 	pending []amqp.Delivery
 	seq     int
+	idle    time.Duration // idleCheck; a test's own
 }
 
 // next returns the next deliveries: at least one and at most want, or none
@@ -68,11 +69,10 @@ func (s *source) next(ctx context.Context, want int) ([]amqp.Delivery, error) {
 			}
 			continue
 		}
-		d, ok, err := s.wait(ctx)
+		ok, err := s.wait(ctx)
 		if err != nil || !ok {
 			return nil, err
 		}
-		s.take(d)
 	}
 	n := min(want, len(s.pending))
 	out := s.pending[:n:n]
@@ -101,34 +101,66 @@ func (s *source) poll() bool {
 	}
 }
 
-// wait waits for the next delivery; ok is false when claim.dead has none
-// ready for this walk.
-func (s *source) wait(ctx context.Context) (amqp.Delivery, bool, error) {
-	idle := time.NewTimer(idleCheck)
+// wait waits for the next delivery and takes it, or takes what a cancel
+// drained; ok is false when claim.dead has none ready for this walk.
+func (s *source) wait(ctx context.Context) (bool, error) {
+	wait := s.idle
+	if wait == 0 {
+		wait = idleCheck
+	}
+	idle := time.NewTimer(wait)
 	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return amqp.Delivery{}, false, ctx.Err()
+			return false, ctx.Err()
 		case d, ok := <-s.ds:
 			if !ok {
-				return amqp.Delivery{}, false, fail.New(fail.Unavailable, fmt.Errorf("consume %s: the broker closed the channel", s.queue))
+				return false, fail.New(fail.Unavailable, fmt.Errorf("consume %s: the broker closed the channel", s.queue))
 			}
-			return d, true, nil
+			s.take(d)
+			return true, nil
 		case <-idle.C:
 			// Nothing came for a while: either claim.dead has nothing
 			// ready (another client holds or took the rest), or the
 			// broker is slow. Only the first ends the walk.
 			q, err := s.ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
 			if err != nil {
-				return amqp.Delivery{}, false, fail.New(fail.Unavailable, fmt.Errorf("count %s: %w", s.queue, err))
+				return false, fail.New(fail.Unavailable, fmt.Errorf("count %s: %w", s.queue, err))
 			}
 			if q.Messages == 0 {
-				return amqp.Delivery{}, false, nil
+				// A message the broker has sent this consumer and dlq has
+				// not received yet is not ready either (a slow broker, a
+				// quorum queue under load): none ready does not yet mean
+				// none for this walk. After the cancel-ok, everything
+				// sent to the consumer is in hand.
+				n := len(s.pending)
+				if err := s.cancel(); err != nil {
+					return false, err
+				}
+				return len(s.pending) > n, nil
 			}
-			idle.Reset(idleCheck)
+			idle.Reset(wait)
 		}
 	}
+}
+
+// cancel cancels the current consumer, keeping what it delivered before
+// its cancel-ok; next starts another when more is wanted.
+func (s *source) cancel() error {
+	if s.ds == nil {
+		return nil
+	}
+	if err := s.ch.Cancel(s.tag, false /* noWait: wait for cancel-ok */); err != nil {
+		return fail.New(fail.Unavailable, fmt.Errorf("cancel the walk's consumer: %w", err))
+	}
+	// After cancel-ok the broker sends nothing more to it; what it sent
+	// before is in the channel until it closes.
+	for d := range s.ds {
+		s.take(d)
+	}
+	s.ds = nil
+	return nil
 }
 
 // nextConsumer cancels the current consumer, keeping what it delivered
@@ -136,15 +168,8 @@ func (s *source) wait(ctx context.Context) (amqp.Delivery, bool, error) {
 // largest body seen so far: it starts at 1 (the size is not known yet) and
 // at most doubles.
 func (s *source) nextConsumer() error {
-	if s.ds != nil {
-		if err := s.ch.Cancel(s.tag, false /* noWait: wait for cancel-ok */); err != nil {
-			return fail.New(fail.Unavailable, fmt.Errorf("cancel the walk's consumer: %w", err))
-		}
-		// After cancel-ok the broker sends nothing more to it; what it
-		// sent before is in the channel until it closes.
-		for d := range s.ds {
-			s.take(d)
-		}
+	if err := s.cancel(); err != nil {
+		return err
 	}
 	w := 1
 	if s.window > 0 {
