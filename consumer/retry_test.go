@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -211,5 +213,86 @@ func TestDelayedRetryDoesNotFork(t *testing.T) {
 		if n := h.vh.Depth(t, q); n != 0 {
 			t.Errorf("%s holds %d: a second lineage", q, n)
 		}
+	}
+}
+
+// TestForkedSiblingNotDeadTwice is the fault row for the last fork the
+// soak found: a crash between a delayed copy's confirm and its record
+// leaves two copies of the next step (here the last), each with a token of
+// its own. The first is dead-lettered; the second, delivered while the
+// first is held, waits for it. The hook closes the channel between the
+// first's record and its reject, once both are delivered (a gate: it waits
+// until rabbitmqctl shows two unacked in claim.in), so both come back
+// redelivered. Only the dead-lettered copy is rejected again; its sibling
+// is acked, so that claim.dead holds the claim once, after one call.
+func TestForkedSiblingNotDeadTwice(t *testing.T) {
+	h := newHarness(t)
+	declareDelays(t, h, topo.Classic, time.Second)
+	var mu sync.Mutex
+	var faulted bool
+	var gateErr error
+	h.hooks.BeforeAct = func(d amqp.Delivery, out claim.Outcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		if out.Action != claim.DeadLetter || faulted || gateErr != nil {
+			return
+		}
+		// The gate: the sibling is delivered to this consumer (unacked)
+		// before the fault, or the fault would not be the one under test.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			rows, err := h.vh.Ctl.ListQueues(context.Background(), h.vh.Name)
+			unacked := -1
+			for _, r := range rows {
+				if r.Name == topo.Queue {
+					unacked = r.Unacked
+				}
+			}
+			if err == nil && unacked == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				gateErr = fmt.Errorf("the sibling was never delivered beside the dead-lettered copy (claim.in unacked %d, err %v)", unacked, err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if ch := relay.ChannelOf(d); ch != nil && ch.Close() == nil {
+			faulted = true
+		}
+	}
+	// What the crash leaves: two copies of step 1 in its delay queue.
+	ch := h.vh.Channel(t)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range []string{"t1", "t2"} {
+		dc, err := ch.PublishWithDeferredConfirm("", retry.QueueName(time.Second), true, false, amqp.Publishing{
+			MessageId: "sib-1", ContentType: "application/json", DeliveryMode: amqp.Persistent,
+			Headers: amqp.Table{retry.Header: int32(1), retry.TokenHeader: token},
+			Body:    brokertest.Claim("sib-1", "BUSY-sib", "r.pdf"),
+		})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish the copy %s: %v", token, err)
+		}
+	}
+	c := h.runUntil("settled", func() bool {
+		return h.drained() && h.vh.Depth(t, retry.QueueName(time.Second)) == 0 && h.vh.Depth(t, topo.DeadQueue) >= 1
+	}, "--retry-delays", "1s", "--json")
+	mu.Lock()
+	if gateErr != nil || !faulted {
+		t.Fatalf("the fault did not happen: %v", gateErr)
+	}
+	mu.Unlock()
+	h.assertQueues(0, 0, 1)
+	if n := h.calls("sib-1"); n != 1 {
+		t.Errorf("called %d times, want 1: the sibling is never called", n)
+	}
+	dead := h.vh.Drain(t, topo.DeadQueue)
+	if len(dead) != 1 {
+		t.Fatalf("claim.dead holds %d copies, want 1:\n%s", len(dead), c.stderr.String())
+	}
+	if tok := dead[0].Headers[retry.TokenHeader]; tok != "t1" && tok != "t2" {
+		t.Errorf("the dead copy's token %v", tok)
 	}
 }

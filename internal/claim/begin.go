@@ -48,6 +48,10 @@ type Copy struct {
 	// Step is the retries behind the copy (consumer --retry-delays: the
 	// delay queues it came through; retry.Done), 0 for a first try.
 	Step int
+	// Token names this copy among the copies of its step (retry.Token: a
+	// random word each delayed copy carries, the same on every redelivery
+	// of it); "" for a first try.
+	Token string
 }
 
 // Found is what a store read of a claim's record when a holder began work
@@ -65,6 +69,10 @@ type Found struct {
 	// Lineage is the first step whose copy is still to be acted on: the
 	// step after the last one carried out (see StepDone).
 	Lineage int
+	// DeadToken is the Token of the copy the record's dead-letter decision
+	// was made for ("" when it had none, or the record is older than
+	// tokens).
+	DeadToken string
 }
 
 // Begin decides what a Begin that found f does for copy c; every backend
@@ -74,6 +82,7 @@ type Found struct {
 //	no record                      Acquired, no failures
 //	done                           Done: ack without a call
 //	dead, a redelivered copy       DeadBefore: reject again without a call
+//	  (unless it is a sibling: see below)
 //	a step carried out already     StepDone: ack without a call
 //	  (c.Step below the lineage;     (a first try of a fresh copy is a
 //	  not a first try of a fresh     claim published again or replayed:
@@ -87,6 +96,18 @@ type Found struct {
 // count on record. The dead-letter decision goes before the lineage for a
 // redelivered copy: its reject may have been lost with its connection,
 // and only rejecting again is sure to leave the claim in claim.dead.
+//
+// Only the copy the decision was made for can be that copy, though. A
+// crash between a delayed copy's confirm and its record leaves two copies
+// of the next step (the price of never leaving none); when the first is
+// dead-lettered and the second, delivered meanwhile and waiting (Busy),
+// comes back redelivered after its connection closed, rejecting it again
+// would put a second copy of one claim in claim.dead. The record keeps
+// the dead-lettered copy's token, so that a redelivered copy of a step
+// carried out whose token is another is known for the sibling it is, and
+// acked (StepDone). Without a token on record (a first try was
+// dead-lettered, or the record predates tokens) no copy can be told from
+// the one whose reject was lost, and each is rejected again.
 func Begin(f Found, c Copy) Begun {
 	first := c.Fresh && c.Step == 0
 	switch {
@@ -94,6 +115,8 @@ func Begin(f Found, c Copy) Begun {
 		return Begun{Result: Acquired, Restart: first}
 	case f.State == StateDone:
 		return Begun{Result: Done}
+	case f.State == StateDead && !c.Fresh && f.sibling(c):
+		return Begun{Result: StepDone}
 	case f.State == StateDead && !c.Fresh:
 		return Begun{Result: DeadBefore, Prior: Outcome{DeadLetter, f.Reason}}
 	case c.Step < f.Lineage && !first:
@@ -105,4 +128,11 @@ func Begin(f Found, c Copy) Begun {
 		return Begun{Result: Acquired, Restart: first}
 	}
 	return Begun{Result: Acquired, Failures: f.Failures}
+}
+
+// sibling reports whether copy c is known not to be the one the record's
+// dead-letter decision was made for: the record names that copy by its
+// token, c carries another (or none), and c's step was carried out.
+func (f Found) sibling(c Copy) bool {
+	return f.DeadToken != "" && c.Token != f.DeadToken && c.Step < f.Lineage
 }

@@ -37,6 +37,13 @@ func TestBegin(t *testing.T) {
 		{"a first try of a fresh copy starts over", Found{State: StateFailed, Lineage: 2}, Copy{Fresh: true, Step: 0}, Begun{Result: Acquired, Restart: true}},
 		{"a sibling of a dead-lettered lineage, fresh", Found{State: StateDead, Reason: FailedTwice, Lineage: 3}, Copy{Fresh: true, Step: 2}, Begun{Result: StepDone}},
 		{"dead, redelivered, whatever the lineage: reject again", Found{State: StateDead, Reason: FailedTwice, Lineage: 3}, Copy{Step: 2}, Begun{Result: DeadBefore, Prior: OutFailed}},
+		// The dead-lettered copy's token on record: only that copy, or one
+		// that cannot be told from it, is rejected again.
+		{"dead, the dead-lettered copy redelivered", Found{State: StateDead, Reason: FailedTwice, Lineage: 3, DeadToken: "t1"}, Copy{Step: 2, Token: "t1"}, Begun{Result: DeadBefore, Prior: OutFailed}},
+		{"dead, a sibling of the dead-lettered copy redelivered", Found{State: StateDead, Reason: FailedTwice, Lineage: 3, DeadToken: "t1"}, Copy{Step: 2, Token: "t2"}, Begun{Result: StepDone}},
+		{"dead, an earlier step's copy redelivered", Found{State: StateDead, Reason: FailedTwice, Lineage: 3, DeadToken: "t1"}, Copy{Step: 0}, Begun{Result: StepDone}},
+		{"dead, another token at a step not carried out", Found{State: StateDead, Reason: FailedTwice, Lineage: 3, DeadToken: "t1"}, Copy{Step: 3, Token: "t2"}, Begun{Result: DeadBefore, Prior: OutFailed}},
+		{"dead without a token on record, a copy with one", Found{State: StateDead, Reason: Rejected, Lineage: 1}, Copy{Step: 0, Token: "t2"}, Begun{Result: DeadBefore, Prior: OutRejected}},
 		{"a replay of a dead-lettered lineage", Found{State: StateDead, Reason: FailedTwice, Lineage: 3}, Copy{Fresh: true}, Begun{Result: Acquired, Restart: true}},
 		{"done wins over the lineage", Found{State: StateDone, Lineage: 2}, Copy{Step: 0}, Begun{Result: Done}},
 		{"a step carried out, its claim in flight elsewhere", Found{State: StateInFlight, HeldElsewhere: true, Lineage: 2}, Copy{Step: 1}, Begun{Result: StepDone}},

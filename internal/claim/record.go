@@ -39,6 +39,9 @@ type Attempt struct {
 	// delayed copy confirmed, or a dead-letter decision); 0 changes
 	// nothing. A store only ever raises it.
 	Lineage int
+	// Token is the Token of the copy this attempt was for (Copy.Token). A
+	// store keeps it with a dead-letter decision (Found.DeadToken).
+	Token string
 }
 
 // Logged reports whether an attempt recorded as out goes into the attempt

@@ -80,6 +80,16 @@ func (r *relay) step(d *delivery) int {
 	return retry.Done(d.Headers)
 }
 
+// token names d among the copies of its step (retry.Token), "" without
+// delays: the store keeps a dead-lettered copy's, so that only that copy
+// is rejected again when it comes back (claim.Begin).
+func (r *relay) token(d *delivery) string {
+	if r.cfg.Retry == nil {
+		return ""
+	}
+	return retry.Token(d.Headers)
+}
+
 // begin takes the claim in the store for this holder and returns its
 // transient failures on record. It returns false when the delivery needs
 // no call: acted on already (delivered or dead-lettered before), or left
@@ -101,7 +111,7 @@ func (r *relay) begin(soft context.Context, d *delivery, claimID string) (prior 
 			r.giveBack(d)
 			return 0, false
 		}
-		b, err := r.store.Begin(r.hard, d.id, claim.Copy{ClaimID: claimID, Fresh: !d.Redelivered, Step: r.step(d)}, r.lease)
+		b, err := r.store.Begin(r.hard, d.id, claim.Copy{ClaimID: claimID, Fresh: !d.Redelivered, Step: r.step(d), Token: r.token(d)}, r.lease)
 		if err != nil {
 			if r.storeUnavailable(err) {
 				r.giveBack(d)
@@ -171,7 +181,7 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 		hook(out)
 	}
 	att := claim.Attempt{At: time.Now(), Redelivered: d.Redelivered, Status: a.Status, Error: a.Excerpt,
-		Outcome: out, Detail: out.Describe(a.Status, prior), Latency: a.Latency, Called: true}
+		Outcome: out, Detail: out.Describe(a.Status, prior), Latency: a.Latency, Called: true, Token: r.token(d)}
 	if !r.carryOut(d, &att, a, wait) {
 		return
 	}
@@ -255,7 +265,7 @@ func (r *relay) settle(d *delivery, out claim.Outcome, why string) {
 		detail += ": " + why
 	}
 	if _, err := r.store.Finish(context.WithoutCancel(r.hard), d.id, claim.Attempt{
-		Redelivered: d.Redelivered, Outcome: out, Detail: detail, Error: partner.Excerpt([]byte(why)),
+		Redelivered: d.Redelivered, Outcome: out, Detail: detail, Error: partner.Excerpt([]byte(why)), Token: r.token(d),
 	}); err != nil {
 		if r.storeUnavailable(err) {
 			r.giveBack(d)

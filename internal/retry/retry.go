@@ -10,6 +10,8 @@
 package retry
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"slices"
@@ -26,6 +28,10 @@ import (
 const (
 	Header        = "x-eaimq-retries"
 	HistoryHeader = "x-eaimq-retry-history"
+	// TokenHeader names one delayed copy among the copies of its step: a
+	// random word, new for each copy sent, kept on its redeliveries (see
+	// claim.Copy.Token).
+	TokenHeader = "x-eaimq-copy"
 )
 
 // QueuePrefix starts every delay queue's name.
@@ -142,14 +148,26 @@ func Done(h amqp.Table) int {
 	return 0
 }
 
+// Token is the TokenHeader of a delivery that came back from a delay queue
+// (Done above 0), else "": a first try's copy has none of its own, and a
+// claim that starts over may still carry an old copy's.
+func Token(h amqp.Table) string {
+	if Done(h) == 0 {
+		return ""
+	}
+	s, _ := h[TokenHeader].(string)
+	return s
+}
+
 // NextHeaders are the headers of the delayed copy: the delivery's own,
-// with the retry count and one line of history added. The history of a copy
-// that starts over is started over too.
+// with the retry count, one line of history and a new TokenHeader. The
+// history of a copy that starts over is started over too.
 func NextHeaders(h amqp.Table, done int, line string) amqp.Table {
 	out := amqp.Table{}
 	for k, v := range h {
 		out[k] = v
 	}
+	out[TokenHeader] = newToken()
 	var hist []any
 	if done > 0 {
 		hist, _ = h[HistoryHeader].([]any)
@@ -157,6 +175,14 @@ func NextHeaders(h amqp.Table, done int, line string) amqp.Table {
 	out[Header] = int32(done + 1)
 	out[HistoryHeader] = append(slices.Clone(hist), line)
 	return out
+}
+
+// newToken is 16 random hex digits: two copies sent for one claim never
+// share one.
+func newToken() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // HistoryLine is one try as HistoryHeader keeps it.

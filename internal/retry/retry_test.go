@@ -94,6 +94,33 @@ func TestNextHeaders(t *testing.T) {
 	if h := NextHeaders(h, 0, "c"); len(h[HistoryHeader].([]any)) != 1 {
 		t.Errorf("history not restarted: %v", h)
 	}
+	// Each copy sent gets a token of its own, even two sent for one step.
+	a, b := NextHeaders(h, 1, "d"), NextHeaders(h, 1, "d")
+	ta, _ := a[TokenHeader].(string)
+	tb, _ := b[TokenHeader].(string)
+	if len(ta) != 16 || ta == tb || ta == h[TokenHeader] {
+		t.Errorf("tokens %q and %q (before: %v): want two new 16-digit tokens", ta, tb, h[TokenHeader])
+	}
+}
+
+// TestToken: a copy back from a delay queue has its token; a first try, or
+// a claim that starts over with an old copy's header, has none.
+func TestToken(t *testing.T) {
+	back := []any{death("claim.retry.1s", "expired")}
+	for _, tc := range []struct {
+		name string
+		h    amqp.Table
+		want string
+	}{
+		{"back from a delay queue", amqp.Table{Header: int32(1), TokenHeader: "t1", "x-death": back}, "t1"},
+		{"a first try", nil, ""},
+		{"replayed by dlq: x-death stripped", amqp.Table{Header: int32(1), TokenHeader: "t1"}, ""},
+		{"dead-lettered from claim.in last", amqp.Table{Header: int32(1), TokenHeader: "t1", "x-death": []any{death("claim.in", "rejected"), back[0]}}, ""},
+	} {
+		if got := Token(tc.h); got != tc.want {
+			t.Errorf("%s: Token = %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestRetryAfter(t *testing.T) {

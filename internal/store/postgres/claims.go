@@ -129,8 +129,8 @@ func (s *Store) takeExisting(ctx context.Context, conn *pgxpool.Conn, id string,
 		var state string
 		var reason *string
 		var f claim.Found
-		if err := conn.QueryRow(ctx, `SELECT state, reason, failures, lineage FROM claims WHERE message_id = $1`, key).
-			Scan(&state, &reason, &f.Failures, &f.Lineage); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT state, reason, failures, lineage, dead_token FROM claims WHERE message_id = $1`, key).
+			Scan(&state, &reason, &f.Failures, &f.Lineage, &f.DeadToken); err != nil {
 			return claim.Begun{}, err
 		}
 		f.State, f.Reason = claim.ParseState(state), claim.StoredReason(deref(reason))

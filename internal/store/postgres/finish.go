@@ -189,6 +189,7 @@ func finishHeld(a claim.Attempt) string {
 	update := `UPDATE claims SET state = $1, owner = NULL,
 		attempts = attempts + $2, failures = failures + $3, last_status = $4, last_error = $5, reason = $6,
 		dead_reason = CASE WHEN $1 = {dead} THEN $7 ELSE dead_reason END,
+		dead_token = CASE WHEN $1 = {dead} THEN $11 ELSE dead_token END,
 		updated_at = now(), done_at = CASE WHEN $1 = {done} THEN now() ELSE done_at END,
 		lineage = greatest(lineage, $10)
 		WHERE message_id = $8 AND state = {inflight} AND owner = $9`
@@ -197,14 +198,14 @@ func finishHeld(a claim.Attempt) string {
 	}
 	return claim.SQL(`WITH u AS (` + update + ` RETURNING message_id)
 		INSERT INTO attempts (message_id, at, redelivered, status, error, action, reason, latency_ms)
-		SELECT message_id, $11, $12, $4, $5, $13, $6, $14 FROM u`)
+		SELECT message_id, $12, $13, $4, $5, $14, $6, $15 FROM u`)
 }
 
 // finishArgs are finishHeld's arguments.
 func (s *Store) finishArgs(key string, a claim.Attempt) []any {
 	called, failed := a.Counts()
 	args := []any{a.Outcome.Action.State().String(), called, failed, a.Status, pgNullText(a.Error),
-		a.Outcome.Reason.String(), pgNullText(a.Detail), key, s.owner, a.Lineage}
+		a.Outcome.Reason.String(), pgNullText(a.Detail), key, s.owner, a.Lineage, a.Token}
 	if !a.Logged(a.Outcome) {
 		return args
 	}
@@ -246,11 +247,12 @@ func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a clai
 		tag, err := tx.Exec(ctx, claim.SQL(`UPDATE claims SET state = $1, owner = NULL,
 			attempts = attempts + $2, failures = failures + $3, last_status = $4, last_error = $5, reason = $6,
 			dead_reason = CASE WHEN $1 = {dead} THEN $7 ELSE dead_reason END,
+			dead_token = CASE WHEN $1 = {dead} THEN $11 ELSE dead_token END,
 			updated_at = now(), done_at = CASE WHEN $1 = {done} THEN now() ELSE done_at END,
 			lineage = greatest(lineage, $10)
 			WHERE message_id = $8 AND state <> {done}
 				AND ($1 = {done} OR state <> {inflight} OR owner IS NULL OR owner = $9)`),
-			state, called, failed, a.Status, errText, reason, detail, key, s.owner, a.Lineage)
+			state, called, failed, a.Status, errText, reason, detail, key, s.owner, a.Lineage, a.Token)
 		return tag.RowsAffected() == 1, err
 	}
 	for {
@@ -266,10 +268,11 @@ func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a clai
 			// sent): keep the record anyway. If another inserts it first,
 			// look again.
 			tag, err := tx.Exec(ctx, claim.SQL(`INSERT INTO claims (message_id, state, attempts, failures, last_status,
-				last_error, reason, dead_reason, updated_at, done_at, lineage)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), CASE WHEN $2 = {done} THEN now() END, $9)
+				last_error, reason, dead_reason, updated_at, done_at, lineage, dead_token)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), CASE WHEN $2 = {done} THEN now() END, $9,
+					CASE WHEN $2 = {dead} THEN $10 ELSE '' END)
 				ON CONFLICT (message_id) DO NOTHING`),
-				key, state, called, failed, a.Status, errText, reason, detail, a.Lineage)
+				key, state, called, failed, a.Status, errText, reason, detail, a.Lineage, a.Token)
 			if err != nil || tag.RowsAffected() == 1 {
 				return a.Outcome, err
 			}

@@ -9,13 +9,14 @@ import (
 // pgSchemaVersion is the version of a database this code wrote. Open
 // migrates older ones up to it and refuses newer ones. It counts on its
 // own: the PostgreSQL schema began after SQLite's second version.
-const pgSchemaVersion = 2
+const pgSchemaVersion = 3
 
 // pgMigrations[v] takes a database from version v to v+1, inside one
 // transaction.
 var pgMigrations = []func(ctx context.Context, tx pgx.Tx) error{
 	pgMigrate1,
 	pgMigrate2,
+	pgMigrate3,
 }
 
 // pgMigrate1 creates the schema: the same tables and columns as SQLite's
@@ -60,5 +61,12 @@ func pgMigrate1(ctx context.Context, tx pgx.Tx) error {
 // is still to be acted on (claim.Found.Lineage).
 func pgMigrate2(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, `ALTER TABLE claims ADD COLUMN lineage integer NOT NULL DEFAULT 0`)
+	return err
+}
+
+// pgMigrate3 adds the token of the copy a claim was dead-lettered for, as
+// SQLite's version 5 does (claim.Found.DeadToken).
+func pgMigrate3(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `ALTER TABLE claims ADD COLUMN dead_token text NOT NULL DEFAULT ''`)
 	return err
 }

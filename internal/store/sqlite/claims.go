@@ -54,7 +54,7 @@ func (s *Store) found(row *sql.Row, now int64) (claim.Found, error) {
 	var state, owner, reason sql.NullString
 	var leaseUntil sql.NullInt64
 	var f claim.Found
-	if err := row.Scan(&state, &owner, &leaseUntil, &f.Failures, &reason, &f.Lineage); err != nil {
+	if err := row.Scan(&state, &owner, &leaseUntil, &f.Failures, &reason, &f.Lineage, &f.DeadToken); err != nil {
 		return claim.Found{}, err
 	}
 	f.State, f.Reason = claim.ParseState(state.String), claim.StoredReason(reason.String)
@@ -93,7 +93,7 @@ func (s *Store) Finish(ctx context.Context, id string, a claim.Attempt) (claim.O
 		now := nowMS()
 		st := state.String()
 		res, err := tx.Stmt(s.stmts.finish).Exec(st, called, failed, a.Status, nullable(a.Error), a.Outcome.Reason.String(),
-			st, nullable(a.Detail), now, doneAt(state, now), a.Lineage, id, st, s.owner)
+			st, nullable(a.Detail), st, a.Token, now, doneAt(state, now), a.Lineage, id, st, s.owner)
 		if err != nil {
 			return err
 		}
@@ -117,9 +117,9 @@ func (s *Store) notFinished(tx *sql.Tx, id string, a claim.Attempt, state claim.
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// Keep the record anyway.
-		_, err := tx.Exec(`INSERT INTO claims (message_id, state, attempts, failures, last_status, last_error, reason, dead_reason, updated_at, done_at, lineage)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, state.String(), called, failed, a.Status, nullable(a.Error),
-			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now), a.Lineage)
+		_, err := tx.Exec(`INSERT INTO claims (message_id, state, attempts, failures, last_status, last_error, reason, dead_reason, updated_at, done_at, lineage, dead_token)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, state.String(), called, failed, a.Status, nullable(a.Error),
+			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now), a.Lineage, deadToken(a))
 		return a.Outcome, err
 	case err != nil:
 		return a.Outcome, err
@@ -134,6 +134,15 @@ func (s *Store) notFinished(tx *sql.Tx, id string, a claim.Attempt, state claim.
 		return claim.OutDuplicate, nil
 	}
 	return a.Outcome, nil
+}
+
+// deadToken is what a record in a's outcome keeps as its dead-lettered
+// copy's token (claim.Found.DeadToken): a's for a dead-letter decision.
+func deadToken(a claim.Attempt) string {
+	if a.Outcome.Action == claim.DeadLetter {
+		return a.Token
+	}
+	return ""
 }
 
 // doneAt is the delivery time a record in state gets: now for a delivered
@@ -168,7 +177,7 @@ type stmts struct {
 }
 
 // selectClaim is what Begin reads of a record (see found).
-const selectClaim = `SELECT state, owner, lease_until, failures, reason, lineage FROM claims WHERE message_id = ?`
+const selectClaim = `SELECT state, owner, lease_until, failures, reason, lineage, dead_token FROM claims WHERE message_id = ?`
 
 // statements are the writer's, by where prepare puts them. The states are
 // spelt through claim.SQL.
@@ -192,6 +201,7 @@ func (s *Store) statements() []struct {
 		{&s.stmts.finish, `UPDATE claims SET state = ?, owner = NULL, lease_until = NULL,
 			attempts = attempts + ?, failures = failures + ?, last_status = ?, last_error = ?, reason = ?,
 			dead_reason = CASE WHEN ? = {dead} THEN ? ELSE dead_reason END,
+			dead_token = CASE WHEN ? = {dead} THEN ? ELSE dead_token END,
 			updated_at = ?, done_at = COALESCE(?, done_at), lineage = max(lineage, ?)
 			WHERE message_id = ? AND state <> {done}
 				AND (? = {done} OR state <> {inflight} OR owner IS NULL OR owner = ?)`},
@@ -199,14 +209,17 @@ func (s *Store) statements() []struct {
 		// record is never overwritten; failures is the count Begin read
 		// plus this one (?5 is NULL for a claim not held: the count on
 		// record); the lineage starts over for a claim Begin restarted
-		// (?14), and rises to this outcome's (?13).
+		// (?14), and rises to this outcome's (?13); a dead-letter decision
+		// keeps its copy's token (?15).
 		{&s.stmts.upsert, `INSERT INTO claims (message_id, state, claim_id, attempts, failures, last_status, last_error,
-				reason, dead_reason, updated_at, done_at, lineage)
-			VALUES (?1, ?2, ?3, ?4, COALESCE(?5, 0) + ?6, ?7, ?8, ?9, CASE WHEN ?2 = {dead} THEN ?10 END, ?11, ?12, ?13)
+				reason, dead_reason, updated_at, done_at, lineage, dead_token)
+			VALUES (?1, ?2, ?3, ?4, COALESCE(?5, 0) + ?6, ?7, ?8, ?9, CASE WHEN ?2 = {dead} THEN ?10 END, ?11, ?12, ?13,
+				CASE WHEN ?2 = {dead} THEN ?15 ELSE '' END)
 			ON CONFLICT (message_id) DO UPDATE SET state = ?2, owner = NULL, lease_until = NULL,
 				claim_id = COALESCE(?3, claim_id), attempts = attempts + ?4, failures = COALESCE(?5, failures) + ?6,
 				last_status = ?7, last_error = ?8, reason = ?9,
 				dead_reason = CASE WHEN ?2 = {dead} THEN ?10 ELSE dead_reason END,
+				dead_token = CASE WHEN ?2 = {dead} THEN ?15 ELSE dead_token END,
 				updated_at = ?11, done_at = COALESCE(?12, done_at),
 				lineage = max(CASE WHEN ?14 THEN 0 ELSE lineage END, ?13)
 			WHERE state <> {done}`},

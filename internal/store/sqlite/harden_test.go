@@ -144,4 +144,9 @@ func TestMigratesVersion1(t *testing.T) {
 	if len(as) != 1 || as[0].Outcome != claim.OutRejected {
 		t.Errorf("attempts of r: %+v", as)
 	}
+	// No dead-lettered copy's token on an old record: a redelivered copy
+	// with one is rejected again, as before tokens.
+	if b, err := s.Begin(ctx, "t", claim.Copy{Token: "t1"}, time.Minute); err != nil || b.Result != claim.DeadBefore {
+		t.Errorf("a redelivered copy of migrated dead record t: %+v %v, want dead before", b, err)
+	}
 }

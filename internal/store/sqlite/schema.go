@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is PRAGMA user_version of a file this code wrote. Open
 // migrates older files up to it and refuses newer ones.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[v] takes a file from version v to v+1, inside one
 // transaction.
@@ -19,6 +19,7 @@ var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	migrate2,
 	migrate3,
 	migrate4,
+	migrate5,
 }
 
 const schema1 = `CREATE TABLE claims (
@@ -122,6 +123,13 @@ func migrate3(context.Context, *sql.Tx) error { return nil }
 // the first step whose copy is still to be acted on (claim.Found.Lineage).
 func migrate4(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, `ALTER TABLE claims ADD COLUMN lineage INTEGER NOT NULL DEFAULT 0`)
+	return err
+}
+
+// migrate5 adds the token of the copy a claim was dead-lettered for
+// (claim.Found.DeadToken), so that only that copy is rejected again.
+func migrate5(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `ALTER TABLE claims ADD COLUMN dead_token TEXT NOT NULL DEFAULT ''`)
 	return err
 }
 

@@ -245,7 +245,7 @@ func (s *Store) soloFinish(ctx context.Context, id string, a claim.Attempt, stat
 		out = a.Outcome
 		now := nowMS()
 		r, err := tx.Stmt(s.stmts.upsert).Exec(id, state.String(), claimID, called, base, failed, a.Status, nullable(a.Error),
-			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now), a.Lineage, restart)
+			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now), a.Lineage, restart, a.Token)
 		if err != nil {
 			return err
 		}
