@@ -131,7 +131,11 @@
 // knows which step's delayed copy is confirmed, so a delivery redelivered
 // because its ack was lost with its connection (the copy already in its
 // delay queue) is acked without a call, and counted as superseded,
-// instead of scheduling a second copy.
+// instead of scheduling a second copy. Each delayed copy carries a token of
+// its own (x-eaimq-copy), and the record keeps the token of the copy it
+// dead-lettered, so that of two copies a crash left (between a copy's
+// confirm and its record), only the dead-lettered one is rejected again
+// when it comes back redelivered: the other is acked as superseded.
 //
 // Every dead-lettered claim is logged at WARN with its reason; when more
 // than half of the claims a run settled were dead-lettered, a warning on
