@@ -99,7 +99,10 @@
 // (seconds or an HTTP date) waits in the shortest delay queue no sooner
 // than it asks, capped by the longest. A failure after the last delay is
 // dead-lettered with reason failed-twice and its history in the headers
-// x-eaimq-retries and x-eaimq-retry-history. The count rides on the copy:
+// x-eaimq-retries and x-eaimq-retry-history. The copies go out on a
+// connection of their own, so that a memory alarm, which blocks connections
+// that publish, holds only the claims whose copy waits for it: the others
+// are acked as before. The count rides on the copy:
 // a claim published again, or replayed by dlq, starts over. The delay
 // queues must exist (topology -retry-delays with the same list); the
 // consumer checks them at start, exit 78 when one is missing. Without the

@@ -182,7 +182,7 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 	}
 	att := claim.Attempt{At: time.Now(), Redelivered: d.Redelivered, Status: a.Status, Error: a.Excerpt,
 		Outcome: out, Detail: out.Describe(a.Status, prior), Latency: a.Latency, Called: true, Token: r.token(d)}
-	if !r.carryOut(d, &att, a, wait) {
+	if !r.carryOut(soft, d, &att, a, wait) {
 		return
 	}
 	// Record first, then ack. If we die between the two, the redelivered
@@ -227,7 +227,7 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 // before the reject: a copy of the same step that comes back fresh (a
 // fork's sibling) is acked, while the redelivered one is rejected again
 // (claim.DeadBefore), since its reject may never have reached the broker.
-func (r *relay) carryOut(d *delivery, att *claim.Attempt, a partner.Answer, wait later) bool {
+func (r *relay) carryOut(soft context.Context, d *delivery, att *claim.Attempt, a partner.Answer, wait later) bool {
 	if r.cfg.Retry == nil {
 		return true
 	}
@@ -239,7 +239,7 @@ func (r *relay) carryOut(d *delivery, att *claim.Attempt, a partner.Answer, wait
 			return true // forced out: record the answer, send nothing
 		}
 		h := retry.NextHeaders(d.Headers, wait.done, retry.HistoryLine(time.Now(), a.Status, a.Excerpt, wait.delay))
-		if err := r.delay.Load().send(r.hard, d.Delivery, wait.delay, h); err != nil {
+		if err := r.delay.Load().send(soft, r.hard, d.Delivery, wait.delay, h); err != nil {
 			// Not in the delay queue for sure: the answer is recorded (the
 			// original, requeued or left in claim.in, comes back to it),
 			// then the claim is left in claim.in.

@@ -62,6 +62,7 @@ func (r *relay) consume(interrupted, soft context.Context) error {
 		first, backoff = false, 100*time.Millisecond
 		err = r.session(soft, conn, ch, deliveries, work)
 		r.connected.Store(false)
+		r.delay.Load().close()
 		broker.Close(conn)
 		if errors.Is(err, errStop) {
 			return nil
@@ -159,7 +160,11 @@ func (r *relay) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery
 	if err := r.checkRetryQueues(conn); err != nil {
 		return nil, nil, err
 	}
-	r.delay.Store(newDelayer(conn))
+	copies := r.dialer // named apart in rabbitmqctl list_connections
+	copies.Program += "-delays"
+	r.delay.Store(newDelayer(func(ctx context.Context) (*amqp.Connection, error) {
+		return copies.Dial(ctx, r.cfg.URL)
+	}, r.cfg.Log))
 	if err := ch.Qos(r.cfg.Prefetch, 0, false /* per consumer */); err != nil {
 		return nil, nil, fail.Errorf(fail.Unavailable, "basic.qos: %w", err)
 	}
