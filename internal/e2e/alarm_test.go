@@ -2,15 +2,11 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"eaimq/internal/brokertest"
-	"eaimq/internal/claimsys"
-	"eaimq/internal/rabbitctl"
 	"eaimq/internal/retry"
 	"eaimq/internal/topo"
 )
@@ -27,9 +23,7 @@ import (
 func TestFaultDelayedCopyUnderMemoryAlarm(t *testing.T) {
 	node, port := "eaimqretryalarm@localhost", 5693
 	brokertest.PrivateNode(t, node, port)
-	ctl := rabbitctl.Ctl{Node: node}
-	w := &world{t: t, vh: brokertest.NewOn(t, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port)),
-		db: filepath.Join(t.TempDir(), "processed.db"), bin: installed(t), partner: claimsys.New()}
+	w, ctl := onNode(t, node, port)
 	w.url = newPartnerServer(t, w.partner)
 	if r := w.run("topology", "-retry-delays", "1s"); r.code != 0 {
 		t.Fatalf("topology: %s", r.stderr)

@@ -21,7 +21,6 @@ import (
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claim"
 	"eaimq/internal/claimsys"
-	"eaimq/internal/rabbitctl"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -311,9 +310,7 @@ func TestFaultBrokerRestarted(t *testing.T) {
 		holdAfter  = 25
 	)
 	up, stop := brokertest.PrivateNode(t, node, port)
-	ctl := rabbitctl.Ctl{Node: node}
-	w := &world{t: t, vh: brokertest.NewOn(t, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port)),
-		db: filepath.Join(t.TempDir(), "processed.db"), bin: installed(t), partner: claimsys.New()}
+	w, ctl := onNode(t, node, port)
 	srv := newPartnerServer(t, w.partner)
 	t.Cleanup(w.partner.Release) // runs before the server's Close, which waits for held calls
 	w.url = srv
@@ -395,9 +392,7 @@ func TestFaultBrokerRestarted(t *testing.T) {
 func TestPublishAgainstBlockedBroker(t *testing.T) {
 	node, port := "eaimqalarm@localhost", 5697
 	brokertest.PrivateNode(t, node, port)
-	ctl := rabbitctl.Ctl{Node: node}
-	w := &world{t: t, vh: brokertest.NewOn(t, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port)),
-		db: filepath.Join(t.TempDir(), "processed.db"), bin: installed(t), partner: claimsys.New()}
+	w, ctl := onNode(t, node, port)
 	if r := w.run("topology"); r.code != 0 {
 		t.Fatalf("topology: %s", r.stderr)
 	}

@@ -19,6 +19,7 @@ import (
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
+	"eaimq/internal/rabbitctl"
 	"eaimq/internal/store"
 )
 
@@ -75,6 +76,17 @@ func newWorld(t *testing.T) *world {
 		t.Fatalf("topology.py: %d %s", r.code, r.stderr)
 	}
 	return w
+}
+
+// onNode is a world on a new vhost of node, a private node the caller
+// started (brokertest.PrivateNode, first: its vhosts go before it does),
+// with a store file and a claim system of its own (no server yet).
+func onNode(t *testing.T, node string, port int) (*world, rabbitctl.Ctl) {
+	t.Helper()
+	ctl := rabbitctl.Ctl{Node: node}
+	w := &world{t: t, vh: brokertest.NewOn(t, ctl, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port)),
+		db: filepath.Join(t.TempDir(), "processed.db"), bin: installed(t), partner: claimsys.New()}
+	return w, ctl
 }
 
 func (w *world) env() []string {
