@@ -99,7 +99,9 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		return err
 	}
 	// Whatever happens, closing the connection (or dying) returns every
-	// message not acked to claim.dead.
+	// message not acked to claim.dead; Close also waits until they are
+	// ready again, so that the next command sees them.
+	defer b.Close()
 
 	switch c.cmd {
 	case "list":

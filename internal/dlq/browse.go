@@ -42,6 +42,8 @@ type Browser struct {
 	// version is the broker's, from the connection: RabbitMQ 4 drops a
 	// quorum queue's message past its delivery limit, 20 by default.
 	version string
+	held    held // what the walks took and did not settle (Close)
+	closed  bool
 }
 
 // NewBrowser opens a channel on conn to walk claim.dead, reading what the
@@ -72,10 +74,6 @@ func newBrowser(conn *amqp.Connection, st store.Store, queue string) (*Browser, 
 // archive says whether b walks the archive.
 func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue }
 
-// Close closes the walk's channel: the dead letters it took and did not
-// ack are back in claim.dead.
-func (b *Browser) Close() error { return b.ch.Close() }
-
 // walk calls fn for each message claim.dead held when it started, at most
 // limit (0: all). fn returns false to stop.
 //
@@ -97,7 +95,7 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 	if limit > 0 && limit < n {
 		n = limit
 	}
-	src := &source{ch: b.ch, queue: b.queue}
+	src := &source{ch: b.ch, queue: b.queue, held: &b.held}
 	for b.looked < n {
 		batch, err := src.next(ctx, min(n-b.looked, maxWindow))
 		if err != nil {

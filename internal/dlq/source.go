@@ -51,6 +51,7 @@ type source struct {
 	pending []amqp.Delivery
 	seq     int
 	idle    time.Duration // idleCheck; a test's own
+	held    *held         // counts what is taken (nil: not counted)
 }
 
 // next returns the next deliveries: at least one and at most want, or none
@@ -81,6 +82,9 @@ func (s *source) next(ctx context.Context, want int) ([]amqp.Delivery, error) {
 }
 
 func (s *source) take(d amqp.Delivery) {
+	if s.held != nil {
+		s.held.track(&d)
+	}
 	s.got++
 	s.largest = max(s.largest, len(d.Body))
 	s.pending = append(s.pending, d)

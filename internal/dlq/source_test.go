@@ -60,3 +60,49 @@ func TestSourceCountsWhatIsOnItsWay(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseGivesBackBeforeItReturns: once a Browser's Close returns, every
+// dead letter its walk held is ready in claim.dead again, on both queue
+// types, so that the next command (a dlq show right after a dlq list) sees
+// them all; the one it moved (acked) is not waited for.
+func TestCloseGivesBackBeforeItReturns(t *testing.T) {
+	for _, qt := range []topo.QueueType{topo.Classic, topo.Quorum} {
+		t.Run(string(qt), func(t *testing.T) {
+			vh := brokertest.New(t)
+			conn := vh.Dial(t)
+			if err := topo.DeclareFor(conn, qt); err != nil {
+				t.Fatal(err)
+			}
+			const n = 2000
+			msgs := make([]amqp.Publishing, n)
+			for i := range msgs {
+				id := fmt.Sprintf("back-%d", i)
+				msgs[i] = amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Body: brokertest.Claim(id, "C-"+id)}
+			}
+			vh.DeadLetter(t, msgs...)
+			b, err := NewBrowser(conn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			looked := 0
+			if err := b.walk(context.Background(), 0, func(m *dead) (bool, error) {
+				looked++
+				if looked == 1 {
+					return true, m.d.Ack(false) // moved: not given back
+				}
+				return true, nil
+			}); err != nil || looked != n {
+				t.Fatalf("walk: %d of %d, %v", looked, n, err)
+			}
+			if got := b.held.outstanding(); got != n-1 {
+				t.Fatalf("%d held after the walk, want %d: Close would wait for the wrong count", got, n-1)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := vh.Depth(t, topo.DeadQueue); got != n-1 {
+				t.Errorf("claim.dead counts %d ready after Close, want %d", got, n-1)
+			}
+		})
+	}
+}
