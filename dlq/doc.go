@@ -215,7 +215,10 @@
 // Browsing: every command takes claim.dead's messages with basic.consume,
 // a window at a time (basic.qos; at most 500, fewer for large bodies),
 // each unacked, and gives them all back when it ends (or dies): nothing is
-// consumed and nothing lost, and dlq holds at most a window in memory. The
+// consumed and nothing lost, and dlq holds at most a window in memory. A
+// command that ends waits (at most 5 s) until claim.dead counts them ready
+// again, so that the next one sees them (a quorum queue takes them back
+// after the channel closed, not with it). The
 // broker holds every message a walk looked at until then, which on a large
 // DLQ costs it memory (docs/figures.md): use -limit there. On a quorum
 // claim.dead each walk also raises every dead letter's delivery count, and
