@@ -64,6 +64,9 @@ type VHost struct {
 	Name string
 	URL  string
 	Ctl  rabbitctl.Ctl
+
+	probeMu sync.Mutex
+	probe   *amqp.Connection // Depth's, dialled once (see probeChannel)
 }
 
 // New creates a vhost with a random name on this machine's broker, gives
@@ -220,13 +223,52 @@ func (v *VHost) Drain(t testing.TB, queue string) []amqp.Delivery {
 // Depth returns the number of ready messages in queue.
 func (v *VHost) Depth(t testing.TB, queue string) int {
 	t.Helper()
-	ch := v.Channel(t)
+	ch := v.probeChannel(t)
 	defer ch.Close()
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
 		t.Fatalf("inspect %s: %v", queue, err)
 	}
 	return q.Messages
+}
+
+// probeChannel is a channel on the vhost's probe connection, which Depth
+// shares: tests poll Depth every 50 ms, and a connection per poll, each
+// open until the test ended, left hundreds open per test on the broker
+// (3.10 here takes 832 sockets in all), and a loaded node slow to take new
+// ones (a 5-second handshake timeout on RabbitMQ 4.0.5 in a crash-loop
+// row). The probe is dialled again when it closed (a fault closed the
+// vhost's connections), and closed when the test that dialled it ends.
+func (v *VHost) probeChannel(t testing.TB) *amqp.Channel {
+	t.Helper()
+	v.probeMu.Lock()
+	defer v.probeMu.Unlock()
+	for try := 0; ; try++ {
+		if v.probe == nil || v.probe.IsClosed() {
+			conn, err := broker.Dial(v.URL, "test", 5*time.Second)
+			if err != nil {
+				t.Fatalf("%v; %s", err, howToStart)
+			}
+			v.probe = conn
+			t.Cleanup(func() {
+				v.probeMu.Lock()
+				defer v.probeMu.Unlock()
+				conn.Close()
+				if v.probe == conn {
+					v.probe = nil
+				}
+			})
+		}
+		ch, err := v.probe.Channel()
+		if err == nil {
+			return ch
+		}
+		if try > 0 {
+			t.Fatalf("open a channel on %s: %v", v.Name, err)
+		}
+		v.probe.Close() // closing under us: dial again
+		v.probe = nil
+	}
 }
 
 // Policy sets a policy on the vhost and waits until the broker reports it
