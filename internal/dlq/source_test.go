@@ -21,18 +21,8 @@ import (
 func TestSourceCountsWhatIsOnItsWay(t *testing.T) {
 	for _, qt := range []topo.QueueType{topo.Classic, topo.Quorum} {
 		t.Run(string(qt), func(t *testing.T) {
-			vh := brokertest.New(t)
-			conn := vh.Dial(t)
-			if err := topo.DeclareFor(conn, qt); err != nil {
-				t.Fatal(err)
-			}
 			const n = 50
-			msgs := make([]amqp.Publishing, n)
-			for i := range msgs {
-				id := fmt.Sprintf("way-%d", i)
-				msgs[i] = amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Body: brokertest.Claim(id, "C-"+id)}
-			}
-			vh.DeadLetter(t, msgs...)
+			_, conn := withDeadLetters(t, qt, "way", n)
 			for round := 0; round < 5; round++ {
 				ch, err := conn.Channel()
 				if err != nil {
@@ -68,18 +58,8 @@ func TestSourceCountsWhatIsOnItsWay(t *testing.T) {
 func TestCloseGivesBackBeforeItReturns(t *testing.T) {
 	for _, qt := range []topo.QueueType{topo.Classic, topo.Quorum} {
 		t.Run(string(qt), func(t *testing.T) {
-			vh := brokertest.New(t)
-			conn := vh.Dial(t)
-			if err := topo.DeclareFor(conn, qt); err != nil {
-				t.Fatal(err)
-			}
 			const n = 2000
-			msgs := make([]amqp.Publishing, n)
-			for i := range msgs {
-				id := fmt.Sprintf("back-%d", i)
-				msgs[i] = amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Body: brokertest.Claim(id, "C-"+id)}
-			}
-			vh.DeadLetter(t, msgs...)
+			vh, conn := withDeadLetters(t, qt, "back", n)
 			b, err := NewBrowser(conn, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -105,4 +85,23 @@ func TestCloseGivesBackBeforeItReturns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withDeadLetters is a vhost whose topology has queues of type qt, with n
+// dead letters in claim.dead (message_id and guid prefix-0, prefix-1, ...),
+// and a connection to it.
+func withDeadLetters(t *testing.T, qt topo.QueueType, prefix string, n int) (*brokertest.VHost, *amqp.Connection) {
+	t.Helper()
+	vh := brokertest.New(t)
+	conn := vh.Dial(t)
+	if err := topo.DeclareFor(conn, qt); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]amqp.Publishing, n)
+	for i := range msgs {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		msgs[i] = amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Body: brokertest.Claim(id, "C-"+id)}
+	}
+	vh.DeadLetter(t, msgs...)
+	return vh, conn
 }
