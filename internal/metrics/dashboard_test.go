@@ -116,3 +116,30 @@ func TestDashboardShowsEveryQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardDocumented: the panel table of docs/operations.md has each
+// panel of the dashboard, by its title, with its query as the dashboard
+// has it (the latency panel's three quantiles written as one), so that
+// the page an operator reads shows what the panels ask.
+func TestDashboardDocumented(t *testing.T) {
+	d := readDashboard(t)
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+			continue
+		}
+		q := p.Targets[0].Expr
+		if len(p.Targets) > 1 {
+			q = strings.Replace(q, "histogram_quantile(0.5,", "histogram_quantile(0.5 | 0.95 | 0.99,", 1)
+		}
+		row := "| " + p.Title + " | `" + strings.ReplaceAll(q, "|", `\|`) + "` |"
+		if !strings.Contains(page, row) {
+			t.Errorf("docs/operations.md has no row\n%s", row)
+		}
+	}
+}
