@@ -75,6 +75,9 @@ func TestMetricsTokenFile(t *testing.T) {
 	if strings.Contains(p.errb.String(), token) || strings.Contains(p.out.String(), token) {
 		t.Error("the consumer's output shows the token")
 	}
+	if !strings.Contains(p.errb.String(), `"auth":"bearer token on /metrics"`) {
+		t.Errorf("the log does not say /metrics asks for a token:\n%s", p.errb.String())
+	}
 
 	if err := os.Chmod(file, 0o644); err != nil {
 		t.Fatal(err)

@@ -166,7 +166,11 @@ func Run(ctx, hard context.Context, cfg Config, stdout, stderr io.Writer) error 
 			return fail.New(fail.Config, err)
 		}
 		defer stop()
-		cfg.Log.Info("serving metrics", "addr", addr, "paths", "/metrics /healthz /readyz")
+		auth := "none" // never the token, nor its file's content
+		if cfg.MetricsTokenFile != "" {
+			auth = "bearer token on /metrics"
+		}
+		cfg.Log.Info("serving metrics", "addr", addr, "paths", "/metrics /healthz /readyz", "auth", auth)
 	}
 	if cfg.Retain > 0 {
 		// Pruned in the background while the run lasts, stopped before the
