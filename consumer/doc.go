@@ -152,10 +152,9 @@
 // readiness, the build; and every 5 seconds the depth of claim.in,
 // claim.dead and each delay queue of --retry-delays, with the claims this
 // consumer holds unacked), /healthz (the process answers) and /readyz:
-// 200 when the broker connection is open,
-// the store answers, the consumer is not paused, and fewer than
-// --unready-after (5) partner calls in a row failed; 503 with the reason
-// otherwise. The last holds with or without --pause-when-down: a consumer
+// 200 when the broker connection is open, the store answers, the
+// consumer is not paused, and fewer than --unready-after (5) partner calls
+// in a row failed; 503 with the reason otherwise. The last holds with or without --pause-when-down: a consumer
 // whose partner fails call after call is not ready, even while it goes
 // on taking claims (and dead-lettering them, under the lab's rule). A
 // failure is no answer, 5xx, 408, 429, 1xx, 3xx or a 2xx other than the

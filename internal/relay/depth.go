@@ -12,10 +12,10 @@ import (
 
 // depthEvery is how often a session asks the broker how many messages
 // claim.in, claim.dead and the delay queues hold (--metrics-addr): a
-// passive declare each,
-// on a channel of its own. The broker answers from the queue's counters,
-// so this is cheap for it at any depth; Prometheus scrapes every 15 s or
-// so, and a few seconds' staleness is nothing to a backlog alert.
+// passive declare each, on a channel of its own. The broker answers from
+// the queue's counters, so this is cheap for it at any depth; Prometheus
+// scrapes every 15 s or so, and a few seconds' staleness is nothing to a
+// backlog alert.
 const depthEvery = 5 * time.Second
 
 // depthQueues are the queues whose depth the metrics show: claim.in,
