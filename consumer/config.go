@@ -60,6 +60,7 @@ type config struct {
 type flags struct {
 	claim, sync, accept, retryDelays, retain *string
 	logLevel, logFormat, metricsAddr         *string
+	metricsToken                             *string
 	maxSeconds                               *float64
 	prefetch, pauseAfter, unreadyAfter       *int
 	httpTimeout, storeWait                   *time.Duration
@@ -90,6 +91,7 @@ func defineFlags(fs *flag.FlagSet) *flags {
 		return nil
 	})
 	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on `host:port` (such as 127.0.0.1:9464)")
+	f.metricsToken = fs.String("metrics-token-file", "", "with --metrics-addr: /metrics answers only requests with \"Authorization: Bearer\" and the token in `file` (owner-only, at least 16 characters)")
 	f.logFormat = fs.String("log-format", "text", "log `format` on stderr: text or json")
 	f.retain = fs.String("retain", "", "prune the records of claims delivered longer ago than `age` (90d, 36h; default: keep them)")
 	f.storeWait = fs.Duration("store-wait", 10*time.Minute, "wait out a dedup store that does not answer (a database restarting, a full disk) for at most `duration`, holding claims back, before exiting 74 (0: exit at the first failure)")
@@ -133,6 +135,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return config{}, cli.Usagef("--store-wait must be from 0 to 24h, not %s", *f.storeWait)
 	case *f.unreadyAfter < 1 || *f.unreadyAfter > 1000:
 		return config{}, cli.Usagef("--unready-after must be from 1 to 1000")
+	case *f.metricsToken != "" && *f.metricsAddr == "":
+		return config{}, cli.Usagef("--metrics-token-file needs --metrics-addr (or --profile production): there is no /metrics to protect")
 	}
 	rc, err := f.relayConfig(getenv)
 	rc.LogJSON = *f.logFormat == "json"
@@ -204,7 +208,7 @@ func (f *flags) relayConfig(getenv func(string) string) (relay.Config, error) {
 		Prefetch: *f.prefetch, HTTPTimeout: *f.httpTimeout, Accept: accept,
 		Store: store.Path(getenv), Sync: mode, StoreWait: *f.storeWait,
 		MaxRun: maxRun, Retry: plan, PauseWhenDown: *f.pauseWhenDown, PauseAfter: *f.pauseAfter, UnreadyAfter: *f.unreadyAfter,
-		MetricsAddr: *f.metricsAddr, Retain: keep, JSON: *f.json, FailOnDead: f.failOnDead,
+		MetricsAddr: *f.metricsAddr, MetricsTokenFile: *f.metricsToken, Retain: keep, JSON: *f.json, FailOnDead: f.failOnDead,
 	}, nil
 }
 

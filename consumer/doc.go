@@ -149,17 +149,24 @@
 // outcome and reason, partner calls by status class and their latency,
 // dedup hits, claims in flight, retries scheduled, time paused, store
 // commit latency, the partner's failures in a row, broker reconnects,
-// readiness, the build; and every 5 seconds the depth of claim.in and
-// claim.dead, with the claims this consumer holds unacked), /healthz (the
-// process answers) and /readyz: 200 when the broker connection is open,
-// the store answers, the consumer is not paused, and fewer than
-// --unready-after (5) partner calls in a row failed; 503 with the reason
-// otherwise. The last holds with or without --pause-when-down: a consumer
+// readiness, the build; and every 5 seconds the depth of claim.in,
+// claim.dead and each delay queue of --retry-delays, with the claims this
+// consumer holds unacked), /healthz (the process answers) and /readyz:
+// 200 when the broker connection is open, the store answers, the
+// consumer is not paused, and fewer than --unready-after (5) partner calls
+// in a row failed; 503 with the reason otherwise. The last holds with or without --pause-when-down: a consumer
 // whose partner fails call after call is not ready, even while it goes
 // on taking claims (and dead-lettering them, under the lab's rule). A
 // failure is no answer, 5xx, 408, 429, 1xx, 3xx or a 2xx other than the
 // accepted ones; a 201 or a rejection (422) is none, and makes it ready
 // again. docs/retries-and-metrics.md lists the metrics.
+//
+// /metrics has no authentication unless --metrics-token-file FILE names a
+// file (owner-only, at least 16 characters) whose token a scrape must send
+// as "Authorization: Bearer TOKEN": without it, 401. /healthz and /readyz
+// stay open, so that a load balancer needs no secret; they tell no more
+// than ready or not, and why. docs/operations.md shows how a central
+// Prometheus scrapes a consumer safely.
 //
 // --profile production is the flags a service runs with (the unit in
 // deploy/systemd and docs/operations.md use it):
@@ -219,6 +226,9 @@
 //	                      most d, 0 to 24h (default 10m; 0: exit 74 at the
 //	                      first failure)
 //	--metrics-addr ADDR   serve /metrics, /healthz, /readyz on host:port
+//	--metrics-token-file FILE
+//	                      /metrics asks for FILE's token as a bearer token
+//	                      (with --metrics-addr; default: no authentication)
 //	--unready-after n     partner calls in a row that failed before /readyz
 //	                      answers 503, 1 to 1000 (default 5)
 //	--profile name        lab (default: nothing changed) or production
@@ -297,6 +307,8 @@
 //	     is missing (checked at start and before every reject); or the vhost
 //	     does not exist, or a TLS setting is wrong; or a delay queue of
 //	     --retry-delays is missing or different (run topology -retry-delays);
-//	     or --metrics-addr cannot be listened on
+//	     or --metrics-addr cannot be listened on, or the file of
+//	     --metrics-token-file is missing, unreadable, readable by others
+//	     or too short
 //	130  a second signal forced an immediate exit
 package main

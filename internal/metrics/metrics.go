@@ -114,7 +114,7 @@ func New(live Live) *Consumer {
 		}),
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "eaimq_queue_messages_ready",
-			Help: "Messages ready in claim.in and claim.dead, as the broker answered a passive declare (every few seconds; absent while the consumer has no connection).",
+			Help: "Messages ready in claim.in, claim.dead and each delay queue of --retry-delays (claims waiting for their retry), as the broker answered a passive declare (every few seconds; absent while the consumer has no connection).",
 		}, []string{"queue", "vhost"}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eaimq_broker_reconnects_total",

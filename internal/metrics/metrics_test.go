@@ -47,7 +47,7 @@ func TestServe(t *testing.T) {
 	m.QueueReady("claim.in", 120)
 	m.QueueReady("claim.dead", 7)
 	m.QueueUnknown("claim.dead")
-	addr, stop, err := m.Serve(context.Background(), "127.0.0.1:0")
+	addr, stop, err := m.Serve(context.Background(), "127.0.0.1:0", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestServe(t *testing.T) {
 			t.Errorf("/metrics when unready lacks %q", want)
 		}
 	}
-	if _, _, err := m.Serve(context.Background(), addr); err == nil {
+	if _, _, err := m.Serve(context.Background(), addr, ""); err == nil {
 		t.Error("a second listener on the same address did not fail")
 	}
 }

@@ -6,25 +6,40 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"eaimq/internal/retry"
 	"eaimq/internal/topo"
 )
 
 // depthEvery is how often a session asks the broker how many messages
-// claim.in and claim.dead hold (--metrics-addr): a passive declare each,
-// on a channel of its own. The broker answers from the queue's counters,
-// so this is cheap for it at any depth; Prometheus scrapes every 15 s or
-// so, and a few seconds' staleness is nothing to a backlog alert.
+// claim.in, claim.dead and the delay queues hold (--metrics-addr): a
+// passive declare each, on a channel of its own. The broker answers from
+// the queue's counters, so this is cheap for it at any depth; Prometheus
+// scrapes every 15 s or so, and a few seconds' staleness is nothing to a
+// backlog alert.
 const depthEvery = 5 * time.Second
 
-// depthQueues are the queues whose depth the metrics show.
-var depthQueues = []string{topo.Queue, topo.DeadQueue}
+// depthQueues are the queues whose depth the metrics show: claim.in,
+// claim.dead, and each delay queue of --retry-delays. A claim waiting for
+// its retry is in no other queue: without its delay queue's depth, claims
+// held there through a partner's outage are in no panel and no alert, and
+// "none lost" cannot be read off the dashboard.
+func (r *relay) depthQueues() []string {
+	qs := []string{topo.Queue, topo.DeadQueue}
+	if r.cfg.Retry != nil {
+		for _, d := range r.cfg.Retry.Queues() {
+			qs = append(qs, retry.QueueName(d))
+		}
+	}
+	return qs
+}
 
 // sessionWatch is what one session reports to the metrics besides the
 // claims and the deliveries held unacked (acker.go): the queues' depth,
 // polled. A nil *sessionWatch (no --metrics-addr) does nothing.
 type sessionWatch struct {
-	r    *relay
-	done chan struct{} // closed at the session's end: the poll stops
+	r      *relay
+	queues []string      // depthQueues
+	done   chan struct{} // closed at the session's end: the poll stops
 
 	mu    sync.Mutex // over the depths' update and ended
 	ended bool
@@ -39,7 +54,7 @@ func (r *relay) watchSession(conn *amqp.Connection) *sessionWatch {
 	if r.metrics == nil {
 		return nil
 	}
-	w := &sessionWatch{r: r, done: make(chan struct{})}
+	w := &sessionWatch{r: r, queues: r.depthQueues(), done: make(chan struct{})}
 	go w.poll(conn)
 	return w
 }
@@ -52,7 +67,7 @@ func (w *sessionWatch) end() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ended = true
-	for _, q := range depthQueues {
+	for _, q := range w.queues {
 		w.r.metrics.QueueUnknown(q)
 	}
 }
@@ -83,7 +98,7 @@ func (w *sessionWatch) poll(conn *amqp.Connection) {
 		if ch == nil {
 			ch, _ = conn.Channel() // nil on a closing connection: the session ends soon
 		}
-		for _, q := range depthQueues {
+		for _, q := range w.queues {
 			n := -1 // unknown
 			if ch != nil {
 				st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)

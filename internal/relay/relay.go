@@ -76,6 +76,9 @@ type Config struct {
 	UnreadyAfter int
 	// MetricsAddr serves /metrics, /healthz and /readyz ("": none).
 	MetricsAddr string
+	// MetricsTokenFile holds the bearer token /metrics asks for ("":
+	// none; metrics.Serve).
+	MetricsTokenFile string
 	// Retain prunes the records of claims delivered longer ago (0: keep).
 	Retain time.Duration
 	// JSON prints the summary as one JSON object instead of its line.
@@ -158,12 +161,16 @@ func Run(ctx, hard context.Context, cfg Config, stdout, stderr io.Writer) error 
 	if cfg.MetricsAddr != "" {
 		// Listening before the first claim: a port in use is a refusal
 		// at start, not a line lost in the log.
-		addr, stop, err := r.metrics.Serve(hard, cfg.MetricsAddr)
+		addr, stop, err := r.metrics.Serve(hard, cfg.MetricsAddr, cfg.MetricsTokenFile)
 		if err != nil {
 			return fail.New(fail.Config, err)
 		}
 		defer stop()
-		cfg.Log.Info("serving metrics", "addr", addr, "paths", "/metrics /healthz /readyz")
+		auth := "none" // never the token, nor its file's content
+		if cfg.MetricsTokenFile != "" {
+			auth = "bearer token on /metrics"
+		}
+		cfg.Log.Info("serving metrics", "addr", addr, "paths", "/metrics /healthz /readyz", "auth", auth)
 	}
 	if cfg.Retain > 0 {
 		// Pruned in the background while the run lasts, stopped before the
