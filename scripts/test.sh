@@ -44,12 +44,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt_install --no-install-recommends "${missing[@]}"
 fi
 
-echo "== promtool: the alert rules, their unit tests, the scrape configuration"
+echo "== promtool: the alert rules and their unit tests"
+# The scrape configuration is checked by TestPrometheusConfigExample: it
+# reads its bearer token from a file (credentials_file), which promtool
+# wants to exist and the repository must not hold (one committed would be
+# a token every installation shares), so the test writes one first.
 (
 	cd deploy/prometheus
 	promtool check rules eaimq.rules.yml
 	promtool test rules eaimq.rules.test.yml
-	promtool check config prometheus.yml.example
 )
 
 echo "== gofmt"
