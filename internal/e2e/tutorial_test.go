@@ -19,7 +19,7 @@ import (
 // TestTutorialAsWritten runs docs/tutorial.md as a newcomer would: its sh
 // blocks in order, in one bash (what one step exports, the next uses), from
 // the repository's top directory. Each block must succeed, and print what
-// the text block under it shows, up to what docVariable lets vary. So a
+// the text block under it shows, up to what inAnyOrder lets vary. So a
 // program whose output changes fails here until the tutorial says the new
 // thing. The tutorial's vhost, directory and port become the test's own: a
 // vhost with a random name (deleted at the end, by the tutorial itself and
@@ -104,7 +104,7 @@ func TestTutorialAsWritten(t *testing.T) {
 		if !s.hasWant {
 			continue
 		}
-		if docVariable(got) != docVariable(s.want) {
+		if inAnyOrder(got) != inAnyOrder(s.want) {
 			t.Errorf("docs/tutorial.md:%d: the block printed something else than the tutorial shows.\n-- block:\n%s\n-- tutorial shows:\n%s\n-- printed:\n%s", s.line, s.script, s.want, got)
 		}
 	}
