@@ -131,6 +131,77 @@ func TestDocsShowDlqList(t *testing.T) {
 			t.Errorf("%s:%d: the dlq list sample is not what dlq list prints for its claims.\n-- the doc shows:\n%s\n-- dlq list printed:\n%s", b.file, b.line, b.text, r.stdout)
 		}
 	}
+	// The same dead letters are the ones docs/programs.md purges and
+	// restores.
+	w.checkTranscript(oneBlockStarting(t, "docs/programs.md", "$ dlq -yes purge "), t.TempDir())
+}
+
+// TestDocsShowPublishTranscript runs docs/programs.md's publish
+// transcript (a file whose guid holds the byte 0xff refuses the whole
+// run; then three claims sent) with the files it names.
+func TestDocsShowPublishTranscript(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	dir := t.TempDir()
+	files := map[string][]byte{
+		"bad.json":      []byte("{\"guid\":\"bad-\xff\"}"),
+		"good-1.json":   brokertest.Claim("good-1", "C-2026-0001", "receipt.pdf"),
+		"nodocs-1.json": brokertest.Claim("nodocs-1", "C-2026-0005"),
+		"busy-1.json":   brokertest.Claim("busy-1", "BUSY-2026-0007", "receipt.pdf"),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.checkTranscript(oneBlockStarting(t, "docs/programs.md", "$ publish bad.json "), dir)
+}
+
+// checkTranscript runs a block of "$ COMMAND" lines, each followed by
+// what it prints (stdout and stderr, in any order: a terminal interleaves
+// them as they come), with the installed programs in dir. "$ echo $?" is
+// followed by the exit status of the command before it. A comment after
+// a command ("  # ...") is the doc's, not an argument.
+func (w *world) checkTranscript(text, dir string) {
+	t := w.t
+	t.Helper()
+	type step struct {
+		line string
+		want strings.Builder
+	}
+	var steps []*step
+	for _, l := range strings.SplitAfter(text, "\n") {
+		if cmd, ok := strings.CutPrefix(l, "$ "); ok {
+			steps = append(steps, &step{line: strings.TrimSpace(cmd)})
+		} else if len(steps) > 0 {
+			steps[len(steps)-1].want.WriteString(l)
+		} else if strings.TrimSpace(l) != "" {
+			t.Fatalf("transcript starts with output, not a $ command:\n%s", text)
+		}
+	}
+	status := -1
+	for _, s := range steps {
+		if s.line == "echo $?" {
+			if got := fmt.Sprint(status); got != strings.TrimSpace(s.want.String()) {
+				t.Errorf("transcript shows exit status %q, the command exited %s:\n%s", strings.TrimSpace(s.want.String()), got, text)
+			}
+			continue
+		}
+		cmdline, _, _ := strings.Cut(s.line, "  #")
+		args := strings.Fields(cmdline)
+		cmd := exec.Command(filepath.Join(w.bin, args[0]), args[1:]...)
+		cmd.Dir, cmd.Env = dir, w.env()
+		out, err := cmd.CombinedOutput()
+		status = 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			status = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", s.line, err)
+		}
+		if inAnyOrder(string(out)) != inAnyOrder(s.want.String()) {
+			t.Errorf("$ %s prints something else than the transcript shows.\n-- the doc shows:\n%s\n-- it printed:\n%s", s.line, s.want.String(), out)
+		}
+	}
 }
 
 var (
