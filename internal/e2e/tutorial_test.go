@@ -58,8 +58,9 @@ func TestTutorialAsWritten(t *testing.T) {
 	})
 	dir := filepath.Join(t.TempDir(), "eaimq-tutorial")
 	port := fmt.Sprint(freePort(t))
-	// One pass, longest names first: the vhost's temporary name contains
-	// the tutorial's, and the directory's name is the vhost's.
+	// A Replacer tries its pairs in order at each place, so the longer
+	// names go first: the directory ends in the vhost's name, and the
+	// test's vhost name starts with the tutorial's.
 	toTest := strings.NewReplacer("$HOME/eaimq-tutorial", dir, "~/eaimq-tutorial", dir,
 		"eaimq-tutorial", vhost, "127.0.0.1:9202", "127.0.0.1:"+port)
 	fromTest := strings.NewReplacer(dir, "~/eaimq-tutorial", vhost, "eaimq-tutorial", "127.0.0.1:"+port, "127.0.0.1:9202")
