@@ -315,6 +315,8 @@
 //	     that cannot be used
 //	65   edit: the new body is not a claim publish would send, or changes
 //	     the guid; nothing was replayed
+//	66   edit: the -body FILE does not exist or cannot be read; nothing
+//	     was replayed
 //	69   the broker cannot be reached
 //	74   the store cannot be opened or read (replay, edit, purge, restore, serve;
 //	     any command when a lookup fails); or the audit trail cannot be

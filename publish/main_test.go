@@ -142,8 +142,8 @@ func TestBadInput(t *testing.T) {
 		want string // in the first stderr line, with the file's name when there is a file
 	}
 	cases := []tc{
-		{"missing", []string{filepath.Join(dir, "nope.json")}, cli.ExitDataErr, "no such file"},
-		{"directory", []string{dir}, cli.ExitDataErr, "is a directory"},
+		{"missing", []string{filepath.Join(dir, "nope.json")}, cli.ExitNoInput, "no such file"},
+		{"directory", []string{dir}, cli.ExitNoInput, "is a directory"},
 		{"empty file", []string{claim("empty.json", "")}, cli.ExitDataErr, "empty"},
 		{"malformed", []string{claim("bad.json", `{"guid":`)}, cli.ExitDataErr, "malformed JSON"},
 		{"two objects", []string{claim("two.json", `{"guid":"a"}{"guid":"b"}`)}, cli.ExitDataErr, "more than one value"},
@@ -179,7 +179,7 @@ func TestBadInput(t *testing.T) {
 		{"progress", []string{"-progress", "sometimes", "x"}, cli.ExitUsage, "-progress must be auto, always or never"},
 	}
 	if os.Geteuid() != 0 { // root reads a mode-0 file anyway
-		cases = append(cases, tc{"unreadable", []string{unreadable}, cli.ExitDataErr, "permission denied"})
+		cases = append(cases, tc{"unreadable", []string{unreadable}, cli.ExitNoInput, "permission denied"})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,7 +191,7 @@ func TestBadInput(t *testing.T) {
 			if !strings.Contains(first, tc.want) {
 				t.Errorf("first stderr line %q, want one containing %q", first, tc.want)
 			}
-			if file := tc.args[len(tc.args)-1]; tc.code == cli.ExitDataErr && !strings.HasPrefix(first, "publish: "+file+": ") {
+			if file := tc.args[len(tc.args)-1]; (tc.code == cli.ExitDataErr || tc.code == cli.ExitNoInput) && !strings.HasPrefix(first, "publish: "+file+": ") {
 				t.Errorf("first stderr line %q does not start with publish: %s:", first, file)
 			}
 		})
@@ -234,6 +234,37 @@ func TestSurrogatesAreNotOneClaim(t *testing.T) {
 	}
 	if want := []string{"ok-é", "ok-😀"}; strings.Join(ids, ",") != strings.Join(want, ",") {
 		t.Errorf("message_ids %q, want %q", ids, want)
+	}
+}
+
+// TestMissingFile: a file that cannot be opened (a mistyped name, most
+// likely) exits 66, EX_NOINPUT, and outranks one that is not a claim
+// (65) in the same batch; nothing is published, and with -keep-going the
+// valid claim goes and the exit is still 66, the last line saying how
+// many files were missing.
+func TestMissingFile(t *testing.T) {
+	vh := brokertest.New(t)
+	vh.Topology(t)
+	dir := t.TempDir()
+	good := writeClaim(t, dir, "good.json", `{"guid":"good"}`)
+	bad := writeClaim(t, dir, "bad.json", `not json`)
+	missing := filepath.Join(dir, "mistyped.json")
+	r := runPublish(t, vh, "", good, missing, bad)
+	if r.code != cli.ExitNoInput || vh.Depth(t, topo.Queue) != 0 || !strings.Contains(r.stderr, "publish: "+missing+": no such file") ||
+		!strings.Contains(r.stderr, "2 of 3 file(s) are not valid claims (1 missing or unreadable): nothing published") {
+		t.Fatalf("exit %d, want %d, nothing published, the file named:\n%s%s", r.code, cli.ExitNoInput, r.stdout, r.stderr)
+	}
+	r = runPublish(t, vh, "", "-keep-going", good, missing, bad)
+	if r.code != cli.ExitNoInput || !strings.Contains(r.stdout, "1 sent") || !strings.Contains(r.stdout, "2 invalid") ||
+		!strings.Contains(r.stderr, "2 file(s) were not valid claims (1 missing or unreadable)") {
+		t.Fatalf("-keep-going: exit %d, want %d:\n%s%s", r.code, cli.ExitNoInput, r.stdout, r.stderr)
+	}
+	if n := vh.Depth(t, topo.Queue); n != 1 {
+		t.Errorf("claim.in holds %d, want the valid claim", n)
+	}
+	// Without the missing file, the same batch is a data error again.
+	if r := runPublish(t, vh, "", good, bad); r.code != cli.ExitDataErr {
+		t.Errorf("a malformed file alone: exit %d, want %d", r.code, cli.ExitDataErr)
 	}
 }
 

@@ -22,6 +22,7 @@ const (
 	ExitFailure     = 1   // the job ran and something in it failed
 	ExitUsage       = 2   // bad flags or arguments
 	ExitDataErr     = 65  // EX_DATAERR: input that is not a valid claim
+	ExitNoInput     = 66  // EX_NOINPUT: a named input file is missing or cannot be opened
 	ExitUnavailable = 69  // EX_UNAVAILABLE: the broker cannot be reached
 	ExitSoftware    = 70  // EX_SOFTWARE: an internal error
 	ExitIOErr       = 74  // EX_IOERR: a local file (status file, dedup store) failed
@@ -45,6 +46,7 @@ var codes = [...]int{
 	fail.NoPerm:      ExitNoPerm,
 	fail.Config:      ExitConfig,
 	fail.Interrupted: ExitInterrupted,
+	fail.NoInput:     ExitNoInput,
 }
 
 // Error is an error with an exit code of one program's own (publish's 3

@@ -72,7 +72,7 @@ func TestClassCodes(t *testing.T) {
 	base := errors.New("x")
 	for c, want := range map[fail.Class]int{
 		fail.Failed: 1, fail.Usage: 2, fail.Data: 65, fail.Unavailable: 69, fail.Internal: 70, fail.IO: 74,
-		fail.TempFail: 75, fail.NoPerm: 77, fail.Config: 78, fail.Interrupted: 130,
+		fail.TempFail: 75, fail.NoPerm: 77, fail.Config: 78, fail.Interrupted: 130, fail.NoInput: 66,
 	} {
 		if got := Code(fail.New(c, base)); got != want {
 			t.Errorf("%v: exit %d, want %d", c, got, want)
