@@ -83,12 +83,14 @@
 //	-keep-going     publish the valid files even if some are invalid
 //	-progress mode  auto, always or never (default auto); see Output
 //	-json           print the summary as one JSON object (see Output)
-//	-h, -help       print this manual on stdout and exit 0
+//	-h, -help       print the usage and the flags on stdout and exit 0
+//	                (-h full: this whole manual)
 //	-version        print the version (module, VCS revision, Go) and exit 0
 //
 // A value outside its range is a usage error (exit 2). Flags may be
-// written -flag or --flag; a mistake prints one line saying what is wrong,
-// then "run 'publish -h' for the manual", exit 2.
+// written -flag or --flag; a mistake prints one line saying what is wrong
+// (and for a mistyped flag, "did you mean -window?"), then "run 'publish
+// -h' for the manual", exit 2.
 //
 // # Output
 //

@@ -318,13 +318,24 @@ func TestBulkThousandArriveOnce(t *testing.T) {
 	}
 }
 
+// TestHelp: -h is the usage and the flags, -h full the manual.
 func TestHelp(t *testing.T) {
 	for _, arg := range []string{"-h", "-help", "--help"} {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), []string{arg}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
-		if cli.Code(err) != 0 || out.String() != cli.Manual(doc) || errb.Len() != 0 {
-			t.Errorf("%s: exit %d, stderr %q, stdout:\n%s", arg, cli.Code(err), errb.String(), out.String())
+		for _, full := range []bool{false, true} {
+			args, want := []string{arg}, cli.Help(doc, "publish")
+			if full {
+				args, want = append(args, "full"), cli.Manual(doc)
+			}
+			var out, errb bytes.Buffer
+			err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+			if cli.Code(err) != 0 || out.String() != want || errb.Len() != 0 {
+				t.Errorf("%q: exit %d, stderr %q, stdout:\n%s", args, cli.Code(err), errb.String(), out.String())
+			}
 		}
+	}
+	if h := cli.Help(doc, "publish"); !brokertest.ContainsAll(h, "Usage:", "\tpublish [flags] FILE...", "\t-keep-going ", "Exit status: 0, 2, 3, 4, 65, 66,", "publish -h full") ||
+		strings.Contains(h, "lone surrogate") {
+		t.Errorf("-h:\n%s", h)
 	}
 	if m := cli.Manual(doc); !brokertest.ContainsAll(m, "Usage:", "Exit status", "1 to 10000", "134217728", "130", "byte-exact", "lone surrogate",
 		"\t-json ", "\t-version ", "\t-progress mode ", `"not_sent"`, `"failures"`) {
@@ -333,7 +344,8 @@ func TestHelp(t *testing.T) {
 }
 
 // TestVersionAndTypo runs the binary: -version names the program (exit 0);
-// a mistyped flag is two lines on stderr and nothing on stdout (exit 2).
+// an unknown flag is two lines on stderr and nothing on stdout (exit 2), a
+// mistyped one three, the second naming the flag it most likely is.
 func TestVersionAndTypo(t *testing.T) {
 	bin := brokertest.Binary(t, "eaimq/publish")
 	out, err := exec.Command(bin, "-version").Output()
@@ -347,6 +359,15 @@ func TestVersionAndTypo(t *testing.T) {
 	want := "flag provided but not defined: -bogus\nrun 'publish -h' for the manual\n"
 	if cmd.ProcessState.ExitCode() != 2 || stderr.String() != want || stdout.Len() != 0 {
 		t.Errorf("-bogus: %v, stderr %q, stdout %q; want exit 2 and %q", err, stderr.String(), stdout.String(), want)
+	}
+	cmd = exec.Command(bin, "--max-byte", "10", "c.json")
+	stdout.Reset()
+	stderr.Reset()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	want = "flag provided but not defined: -max-byte\ndid you mean --max-bytes?\nrun 'publish -h' for the manual\n"
+	if cmd.ProcessState.ExitCode() != 2 || stderr.String() != want || stdout.Len() != 0 {
+		t.Errorf("--max-byte: %v, stderr %q, stdout %q; want exit 2 and %q", err, stderr.String(), stdout.String(), want)
 	}
 	// A usage mistake found after the flags: also the mistake, then the
 	// pointer to the manual, once.
