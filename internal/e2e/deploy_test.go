@@ -546,3 +546,75 @@ func sourcedEnv(t *testing.T, bash, path string) map[string]string {
 	}
 	return env
 }
+
+// TestRunbookByHand: the runbook "A consumer that will not start" runs the
+// consumer by hand "as the service would run". Its commands are run here
+// as docs/operations.md has them, on consumer.env.example, with the
+// consumer replaced by a script that prints what it was given: the
+// production profile's flags as the unit passes them, the runbook's own
+// flags last, and the unit's store unless the file names one.
+func TestRunbookByHand(t *testing.T) {
+	t.Parallel()
+	bash := tool(t, "bash", "bash")
+	ops, err := os.ReadFile(filepath.Join(top(), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(ops), "\n### A consumer that will not start\n")
+	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(section)
+	if !ok || m == nil {
+		t.Fatal(`docs/operations.md: no "A consumer that will not start" with a sh block`)
+	}
+	dir := t.TempDir()
+	stub := filepath.Join(dir, "consumer")
+	if err := os.WriteFile(stub, []byte("#!/bin/sh\nprintf '%s\\0' \"EAI_MQ_DB=$EAI_MQ_DB\" \"$@\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join(top(), "deploy", "systemd", "consumer.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pg = "postgres://eaimq@db.example/eaimq?sslmode=verify-full"
+	withStore := strings.Replace(string(example), "\n#EAI_MQ_DB="+pg+"\n", "\nEAI_MQ_DB="+pg+"\n", 1)
+	if withStore == string(example) {
+		t.Fatalf("consumer.env.example has no line #EAI_MQ_DB=%s to try", pg)
+	}
+	for _, tc := range []struct {
+		name, env, store string
+	}{
+		{"the unit's store", string(example), "/var/lib/eaimq/partner-a.db"},
+		{"the file's store", withStore, pg},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			envFile := filepath.Join(t.TempDir(), "consumer-partner-a.env")
+			if err := os.WriteFile(envFile, []byte(tc.env), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			script := m[1]
+			for _, r := range [][2]string{
+				{"/etc/eaimq/consumer-partner-a.env", envFile},
+				{"runuser -u eaimq -- ", ""},
+				{"/usr/local/lib/eaimq/consumer", stub},
+			} {
+				if !strings.Contains(script, r[0]) {
+					t.Fatalf("the runbook's commands lack %q:\n%s", r[0], m[1])
+				}
+				script = strings.ReplaceAll(script, r[0], r[1])
+			}
+			cmd := exec.Command(bash, "-e", "-c", "systemctl() { :; }\n"+script)
+			cmd.Env = []string{"PATH=/usr/bin:/bin"}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil || stderr.Len() != 0 {
+				t.Fatalf("the runbook's commands: %v\n%s", err, stderr.String())
+			}
+			sd := systemdEnv(t, "/usr/lib/systemd/user-environment-generators/30-systemd-environment-d-generator", envFile)
+			want := append([]string{"EAI_MQ_DB=" + tc.store, "--claim", sd["EAIMQ_CLAIM_URL"]}, strings.Fields(sd["EAIMQ_CONSUMER_FLAGS"])...)
+			want = append(want, "--max-seconds", "5", "--log-format", "text")
+			if got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"); !slices.Equal(got, want) || !slices.Contains(got, "production") {
+				t.Errorf("the runbook runs the consumer with %q, want %q (the unit's, then the runbook's)", got, want)
+			}
+		})
+	}
+}
