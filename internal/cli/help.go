@@ -92,9 +92,10 @@ func envNames(line string) []string {
 	return names
 }
 
-// section is the heading that is matches and the block under it, as a Go
-// doc comment writes one: the heading, a blank line, then lines indented
-// with a tab (blank lines among them kept). Nil when there is none.
+// section is the first heading that is accepts, and the block under it,
+// as a Go doc comment writes one: the heading, a blank line, then lines
+// indented with a tab (blank lines among them kept). Nil when there is
+// none.
 func section(lines []string, is func(heading string) bool) []string {
 	for i, l := range lines {
 		if !is(l) || i+2 >= len(lines) || lines[i+1] != "" || !strings.HasPrefix(lines[i+2], "\t") {
