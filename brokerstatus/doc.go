@@ -90,11 +90,13 @@
 //	            512MiB, 536870912, 512M, 1GB. Zero or anything else is
 //	            exit 2.
 //	-json       print the summary as one JSON object (above)
-//	-h, -help   print this manual on stdout and exit 0
+//	-h, -help   print the usage and the flags on stdout and exit 0
+//	            (-h full: this whole manual)
 //	-version    print the version (module, VCS revision, Go) and exit 0
 //
 // Flags may be written -flag or --flag; a mistake prints one line saying
-// what is wrong, then "run 'brokerstatus -h' for the manual", exit 2.
+// what is wrong (and for a mistyped flag, "did you mean -watermark?"),
+// then "run 'brokerstatus -h' for the manual", exit 2.
 //
 // Environment:
 //

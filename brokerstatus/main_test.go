@@ -202,14 +202,18 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestManual: -h prints the package comment on stdout (exit 0), and it
-// names every flag.
+// TestManual: -h prints the usage and the flags of the package comment on
+// stdout (exit 0), -h full all of it, and it names every flag.
 func TestManual(t *testing.T) {
-	for _, arg := range []string{"-h", "--help"} {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-h", "full"}} {
+		want := cli.Help(doc, "brokerstatus")
+		if len(args) == 2 {
+			want = cli.Manual(doc)
+		}
 		var stdout, stderr bytes.Buffer
-		err := run(context.Background(), []string{arg}, func(string) string { return "" }, &stdout, &stderr)
-		if cli.Code(err) != 0 || stdout.String() != cli.Manual(doc) || stderr.Len() != 0 {
-			t.Fatalf("%s: exit %d, stderr %q, stdout:\n%s", arg, cli.Code(err), stderr.String(), stdout.String())
+		err := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr)
+		if cli.Code(err) != 0 || stdout.String() != want || stderr.Len() != 0 {
+			t.Fatalf("%q: exit %d, stderr %q, stdout:\n%s", args, cli.Code(err), stderr.String(), stdout.String())
 		}
 	}
 	m := cli.Manual(doc)

@@ -31,12 +31,14 @@
 //	-json             with -stats: print the body of GET /_stats as it
 //	                  came (one JSON object, see below) instead; without
 //	                  -stats it is a usage error
-//	-h, -help         print this manual on stdout and exit 0
+//	-h, -help         print the usage and the flags on stdout and exit 0
+//	                  (-h full: this whole manual)
 //	-version          print the version (module, VCS revision, Go) and
 //	                  exit 0
 //
 // Flags may be written -flag or --flag; a mistake prints one line saying
-// what is wrong, then "run 'claimsys -h' for the manual", exit 2.
+// what is wrong (and for a mistyped flag, "did you mean -addr?"), then
+// "run 'claimsys -h' for the manual", exit 2.
 //
 // Output: serving, one line on stdout once it listens, with the address
 // (the port picked, for -addr host:0):

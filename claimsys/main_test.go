@@ -62,13 +62,19 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestManual: -h prints the manual (exit 0): every flag, every endpoint,
-// how to get a 422 and a 503, the /_control fields, the exit codes.
+// TestManual: -h prints the usage and the flags (exit 0), -h full the
+// manual: every flag, every endpoint, how to get a 422 and a 503, the
+// /_control fields, the exit codes.
 func TestManual(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"-h"}, &stdout, &stderr)
-	if cli.Code(err) != 0 || stdout.String() != cli.Manual(doc) || stderr.Len() != 0 {
+	if cli.Code(err) != 0 || stdout.String() != cli.Help(doc, "claimsys") || stderr.Len() != 0 {
 		t.Fatalf("-h: exit %d, stderr %q, stdout:\n%s", cli.Code(err), stderr.String(), stdout.String())
+	}
+	stdout.Reset()
+	err = run(context.Background(), []string{"-h", "full"}, &stdout, &stderr)
+	if cli.Code(err) != 0 || stdout.String() != cli.Manual(doc) || stderr.Len() != 0 {
+		t.Fatalf("-h full: exit %d, stderr %q, stdout:\n%s", cli.Code(err), stderr.String(), stdout.String())
 	}
 	m := stdout.String()
 	if !strings.HasPrefix(m, "Claimsys runs the stand-in") || strings.Contains(m, "package main") {

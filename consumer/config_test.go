@@ -143,16 +143,19 @@ func TestParseConfigMistakes(t *testing.T) {
 	}
 }
 
-// TestParseConfigManual: -h and -version print on stdout and end the run
-// (flag.ErrHelp, exit 0) in either form, wherever they stand.
+// TestParseConfigManual: -h (the usage and the flags), -h full (the
+// manual) and -version print on stdout and end the run (flag.ErrHelp,
+// exit 0) in either form, wherever they stand.
 func TestParseConfigManual(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"-h"}, cli.Manual(doc)},
-		{[]string{"--help"}, cli.Manual(doc)},
-		{[]string{"--claim", "http://x", "-help"}, cli.Manual(doc)},
+		{[]string{"-h"}, cli.Help(doc, "consumer")},
+		{[]string{"--help"}, cli.Help(doc, "consumer")},
+		{[]string{"--claim", "http://x", "-help"}, cli.Help(doc, "consumer")},
+		{[]string{"-h", "full"}, cli.Manual(doc)},
+		{[]string{"--claim", "http://x", "--help", "full"}, cli.Manual(doc)},
 		{[]string{"-version"}, "consumer "},
 		{[]string{"--version"}, "consumer "},
 	} {

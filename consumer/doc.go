@@ -232,8 +232,9 @@
 //	--unready-after n     partner calls in a row that failed before /readyz
 //	                      answers 503, 1 to 1000 (default 5)
 //	--profile name        lab (default: nothing changed) or production
-//	                      (see above); flags given win
-//	-h, --help            print this manual on stdout and exit 0
+//	                      (its flags: -h full); flags given win
+//	-h, --help            print the usage and the flags on stdout and exit 0
+//	                      (-h full: this whole manual)
 //	--version             print the version on stdout and exit 0
 //
 // Environment:

@@ -17,23 +17,31 @@ import (
 	"eaimq/internal/topo"
 )
 
-// TestManual: -h prints doc.go's package comment on stdout and exits 0;
-// -version names the program; a mistake in the flags, or one found after
-// them, is two lines on stderr (what is wrong, where the manual is), exit
-// 2, nothing on stdout. None of these touches the broker or the store.
+// TestManual: -h prints the usage and the flags of doc.go's package
+// comment on stdout and exits 0, -h full all of it; -version names the
+// program; a mistake in the flags, or one found after them, is two lines
+// on stderr (what is wrong, where the manual is), three with a mistyped
+// flag's likely meaning, exit 2, nothing on stdout. None of these touches
+// the broker or the store.
 func TestManual(t *testing.T) {
 	manual := cli.Manual(doc)
 	if !strings.HasPrefix(manual, "Consumer moves claims") || !strings.Contains(manual, "Exit status:") {
 		t.Fatalf("the manual is not doc.go's package comment:\n%s", manual)
 	}
+	help := cli.Help(doc, "consumer")
 	see := cli.SeeManual("consumer") + "\n"
 	brokertest.CheckUsage(t, "consumer", manual, []brokertest.UsageCase{
-		{[]string{"-h"}, 0, manual, ""},
-		{[]string{"--help"}, 0, manual, ""},
-		{[]string{"--claim", "http://x", "-h"}, 0, manual, ""},
+		{[]string{"-h"}, 0, help, ""},
+		{[]string{"--help"}, 0, help, ""},
+		{[]string{"--claim", "http://x", "-h"}, 0, help, ""},
+		{[]string{"-h", "full"}, 0, manual, ""},
+		{[]string{"--claim", "http://x", "--help", "full"}, 0, manual, ""},
 		{[]string{"-version"}, 0, "consumer ", ""},
 		{[]string{"--version"}, 0, "consumer ", ""},
 		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus\n" + see},
+		{[]string{"--claim", "http://x", "--max-second", "10"}, 2, "", "flag provided but not defined: -max-second\ndid you mean --max-seconds?\n" + see},
+		{[]string{"--claim=http://x", "-pause-when-dwon"}, 2, "", "flag provided but not defined: -pause-when-dwon\ndid you mean -pause-when-down?\n" + see},
+		{[]string{"--retian=90d", "--claim", "http://x"}, 2, "", "flag provided but not defined: -retian\ndid you mean --retain?\n" + see},
 		{[]string{"--prefetch", "x", "--claim", "http://x"}, 2, "", "invalid value \"x\" for flag -prefetch: parse error\n" + see},
 		{[]string{"--max-seconds", "1"}, 2, "", "consumer: --claim URL is required\n" + see},
 		{[]string{"--claim", "http://x", "extra"}, 2, "", "consumer: unexpected argument \"extra\"\n" + see},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -176,8 +175,9 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 //
 // cli.Flags parses the flags in front of the first argument; it defines
 // -version, so it runs once. Each later run of flags is parsed here with
-// the same rules, so that dlq list -h prints the manual, dlq list -bogus
-// its one line and where the manual is, and -version works anywhere.
+// the same rules, so that dlq list -h prints the help (and dlq list -h
+// full the manual), dlq list -bogus its one line and where the manual is,
+// and -version works anywhere.
 func parseInterleaved(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
 	var pos []string
 	err := cli.Flags(fs, doc, args, stdout)
@@ -193,13 +193,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string, stdout io.Writer) ([]stri
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
-		err = cli.Parse(fs, args) // fs.Usage is cli.Flags' silent one
-		switch {
-		case errors.Is(err, flag.ErrHelp):
-			io.WriteString(stdout, cli.Manual(doc))
-		case err != nil:
-			fmt.Fprintln(fs.Output(), cli.SeeManual(fs.Name()))
-		}
+		err = cli.Parse(fs, doc, args, stdout) // fs.Usage is cli.Flags' silent one
 	}
 	if err != nil {
 		return nil, err

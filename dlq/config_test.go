@@ -156,18 +156,20 @@ func TestParseConfigRefuses(t *testing.T) {
 // and stop (exit 0); a flag that no command has, or a bad value, is the
 // flag package's line and where the manual is, on stderr (exit 2).
 func TestParseConfigHelpAndMistakes(t *testing.T) {
-	manual := cli.Manual(doc)
+	manual, help := cli.Manual(doc), cli.Help(doc, "dlq")
 	see := cli.SeeManual("dlq") + "\n"
 	for _, tc := range []struct {
 		args         []string
 		code         int
 		stdout, errs string // stdout: a prefix
 	}{
-		{[]string{"-h"}, 0, manual, ""},
-		{[]string{"--help"}, 0, manual, ""},
-		{[]string{"list", "-h"}, 0, manual, ""},
-		{[]string{"-yes", "purge", "X", "--help"}, 0, manual, ""},
-		{[]string{"show", "X", "-h", "-bogus"}, 0, manual, ""},
+		{[]string{"-h"}, 0, help, ""},
+		{[]string{"--help"}, 0, help, ""},
+		{[]string{"list", "-h"}, 0, help, ""},
+		{[]string{"-yes", "purge", "X", "--help"}, 0, help, ""},
+		{[]string{"show", "X", "-h", "-bogus"}, 0, help, ""},
+		{[]string{"-h", "full"}, 0, manual, ""},
+		{[]string{"list", "-h", "full"}, 0, manual, ""},
 		{[]string{"-version"}, 0, "dlq ", ""},
 		{[]string{"-version", "list", "-bogus"}, 0, "dlq ", ""},
 		{[]string{"list", "--version"}, 0, "dlq ", ""},
@@ -179,13 +181,17 @@ func TestParseConfigHelpAndMistakes(t *testing.T) {
 		{[]string{"replay", "X", "-max-replays", "x"}, 2, "", "invalid value \"x\" for flag -max-replays: parse error\n" + see},
 		{[]string{"-refresh", "soon", "serve"}, 2, "", "invalid value \"soon\" for flag -refresh: parse error\n" + see},
 		{[]string{"purge", "-limit"}, 2, "", "flag needs an argument: -limit\n" + see},
+		// A slip of the keyboard gets the flag it most likely meant, with
+		// the dashes typed, before and after the command.
+		{[]string{"-jsno", "list"}, 2, "", "flag provided but not defined: -jsno\ndid you mean -json?\n" + see},
+		{[]string{"replay", "X", "--max-replay", "3"}, 2, "", "flag provided but not defined: -max-replay\ndid you mean --max-replays?\n" + see},
 	} {
 		_, out, errs, err := parse(tc.args, nil)
 		if cli.Code(err) != tc.code || !strings.HasPrefix(out, tc.stdout) || (tc.stdout == "") != (out == "") || errs != tc.errs {
 			t.Errorf("%q: exit %d, stdout %.60q, stderr %q; want %d, %.60q, %q", tc.args, cli.Code(err), out, errs, tc.code, tc.stdout, tc.errs)
 		}
-		if tc.stdout == manual && out != manual {
-			t.Errorf("%q: stdout is not exactly the manual", tc.args)
+		if (tc.stdout == manual || tc.stdout == help) && out != tc.stdout {
+			t.Errorf("%q: stdout is not exactly the manual, or -h's help", tc.args)
 		}
 		if tc.code == 0 && !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("%q: %v, want flag.ErrHelp (do nothing more)", tc.args, err)

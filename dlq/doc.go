@@ -260,7 +260,8 @@
 //	-addr HOST:PORT  serve: where to listen (default 127.0.0.1:8088); not loopback needs a token
 //	-read-only       serve: no action (retry, purge, edit), not even by a hand-made POST
 //	-refresh D       serve: the groups page reloads every D: 0 (never) or 1s to 1h (default 5s)
-//	-h, -help        print this manual on stdout and exit 0 (anywhere, as every flag)
+//	-h, -help        print the usage and the flags on stdout and exit 0 (anywhere, as every flag)
+//	                 (-h full: this whole manual)
 //	-version         print the version on stdout and exit 0
 //
 // A flag that does nothing for the command (dlq -yes list) is a usage error.
@@ -315,6 +316,8 @@
 //	     that cannot be used
 //	65   edit: the new body is not a claim publish would send, or changes
 //	     the guid; nothing was replayed
+//	66   edit: the -body FILE does not exist or cannot be read; nothing
+//	     was replayed
 //	69   the broker cannot be reached
 //	74   the store cannot be opened or read (replay, edit, purge, restore, serve;
 //	     any command when a lookup fails); or the audit trail cannot be

@@ -224,6 +224,12 @@ func TestEditBody(t *testing.T) {
 	if code, out, errs := w.dlq("edit", "-body", bad, "nodocs-0"); code != cli.ExitDataErr || !strings.Contains(errs, `must stay "nodocs-0"`) || acted(out) {
 		t.Errorf("edit changing the guid: %d\n%s%s", code, out, errs)
 	}
+	// A -body file that is not there is a mistyped name: 66 (EX_NOINPUT),
+	// not 65, and the file is named.
+	missing := filepath.Join(dir, "mistyped.json")
+	if code, out, errs := w.dlq("edit", "-body", missing, "nodocs-0"); code != cli.ExitNoInput || !strings.Contains(errs, missing) || acted(out) {
+		t.Errorf("edit -body of a missing file: %d, want %d\n%s%s", code, cli.ExitNoInput, out, errs)
+	}
 	fixed := `{"guid":"nodocs-0","claimId":"C-N0","docs":["report.pdf"],"amount":1200}`
 	good := write("good.json", fixed)
 	key := partner.EditKey("nodocs-0", []byte(fixed))

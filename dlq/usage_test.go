@@ -14,8 +14,9 @@ import (
 	"eaimq/internal/store"
 )
 
-// TestManual: -h prints doc.go's package comment on stdout and exits 0,
-// wherever it stands, as every flag may; -version names the program, also
+// TestManual: -h prints the usage and the flags of doc.go's package
+// comment on stdout and exits 0 (-h full: all of it), wherever it stands,
+// as every flag may; -version names the program, also
 // after the command; a mistake in the flags, or one found after them, is
 // two lines on stderr (what is wrong, where the manual is), exit 2,
 // nothing on stdout. None of these opens the store or dials the broker.
@@ -24,17 +25,21 @@ func TestManual(t *testing.T) {
 	if !strings.HasPrefix(manual, "Dlq shows why") || !strings.Contains(manual, "Exit status:") {
 		t.Fatalf("the manual is not doc.go's package comment:\n%s", manual)
 	}
+	help := cli.Help(doc, "dlq")
 	see := cli.SeeManual("dlq") + "\n"
 	brokertest.CheckUsage(t, "dlq", manual, []brokertest.UsageCase{
-		{[]string{"-h"}, 0, manual, ""},
-		{[]string{"--help"}, 0, manual, ""},
-		{[]string{"list", "-h"}, 0, manual, ""},
-		{[]string{"-yes", "purge", "X", "--help"}, 0, manual, ""},
-		{[]string{"show", "X", "-h", "-bogus"}, 0, manual, ""},
+		{[]string{"-h"}, 0, help, ""},
+		{[]string{"--help"}, 0, help, ""},
+		{[]string{"list", "-h"}, 0, help, ""},
+		{[]string{"-yes", "purge", "X", "--help"}, 0, help, ""},
+		{[]string{"show", "X", "-h", "-bogus"}, 0, help, ""},
+		{[]string{"-h", "full"}, 0, manual, ""},
+		{[]string{"show", "X", "--help", "full"}, 0, manual, ""},
 		{[]string{"-version"}, 0, "dlq ", ""},
 		{[]string{"list", "--version"}, 0, "dlq ", ""},
 		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus\n" + see},
 		{[]string{"list", "-bogus"}, 2, "", "flag provided but not defined: -bogus\n" + see},
+		{[]string{"list", "--reasn", "rejected"}, 2, "", "flag provided but not defined: -reasn\ndid you mean --reason?\n" + see},
 		{[]string{"replay", "X", "-max-replays", "x"}, 2, "", "invalid value \"x\" for flag -max-replays: parse error\n" + see},
 		{nil, 2, "", "dlq: no command: list, show, replay, purge, restore, edit, history or serve\n" + see},
 		{[]string{"-json"}, 2, "", "dlq: no command: list, show, replay, purge, restore, edit, history or serve\n" + see},

@@ -102,6 +102,8 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"bad TRACEPARENT", []string{"x"}, map[string]string{"TRACEPARENT": "nope"}, `TRACEPARENT "nope" is not a W3C traceparent`, ""},
 		{"unknown flag", []string{"-bogus", "x"}, nil, "flag provided but not defined: -bogus",
 			"flag provided but not defined: -bogus\nrun 'publish -h' for the manual\n"},
+		{"mistyped flag", []string{"--keep-goign", "x"}, nil, "flag provided but not defined: -keep-goign",
+			"flag provided but not defined: -keep-goign\ndid you mean --keep-going?\nrun 'publish -h' for the manual\n"},
 		{"not a number", []string{"--window", "many", "x"}, nil, `invalid value "many" for flag -window`,
 			"invalid value \"many\" for flag -window: parse error\nrun 'publish -h' for the manual\n"},
 		{"not a duration", []string{"-timeout", "soon", "x"}, nil, `invalid value "soon" for flag -timeout`,
@@ -120,16 +122,19 @@ func TestParseConfigRefuses(t *testing.T) {
 	}
 }
 
-// TestParseConfigHelpAndVersion: -h, -help and --help print the manual on
-// stdout, -version the version; both end the program with exit 0.
+// TestParseConfigHelpAndVersion: -h, -help and --help print the usage and
+// the flags on stdout (followed by full: the manual), -version the
+// version; all end the program with exit 0.
 func TestParseConfigHelpAndVersion(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want func(string) bool
 	}{
-		{[]string{"-h"}, func(s string) bool { return s == cli.Manual(doc) }},
-		{[]string{"-help", "a.json"}, func(s string) bool { return s == cli.Manual(doc) }},
-		{[]string{"--help"}, func(s string) bool { return s == cli.Manual(doc) }},
+		{[]string{"-h"}, func(s string) bool { return s == cli.Help(doc, "publish") }},
+		{[]string{"-help", "a.json"}, func(s string) bool { return s == cli.Help(doc, "publish") }},
+		{[]string{"--help"}, func(s string) bool { return s == cli.Help(doc, "publish") }},
+		{[]string{"-h", "full"}, func(s string) bool { return s == cli.Manual(doc) }},
+		{[]string{"-window", "3", "--help", "full", "a.json"}, func(s string) bool { return s == cli.Manual(doc) }},
 		{[]string{"-version"}, func(s string) bool { return s == cli.Version("publish")+"\n" }},
 		{[]string{"--version", "a.json"}, func(s string) bool { return strings.HasPrefix(s, "publish ") }},
 	} {

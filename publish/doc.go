@@ -34,8 +34,9 @@
 //     HTTP header.
 //
 // Anything else in the claim is the partner's to judge (an empty docs list
-// is its 422 to give). If any file fails, nothing is published (exit 65)
-// unless -keep-going asks to send the valid ones.
+// is its 422 to give). If any file fails, nothing is published (exit 65,
+// or 66 when a file cannot be opened) unless -keep-going asks to send the
+// valid ones.
 //
 // -max-bytes is 16 MiB by default: RabbitMQ 4.x's default largest message
 // (max_message_size), so that a claim publish passes is one every broker
@@ -82,12 +83,14 @@
 //	-keep-going     publish the valid files even if some are invalid
 //	-progress mode  auto, always or never (default auto); see Output
 //	-json           print the summary as one JSON object (see Output)
-//	-h, -help       print this manual on stdout and exit 0
+//	-h, -help       print the usage and the flags on stdout and exit 0
+//	                (-h full: this whole manual)
 //	-version        print the version (module, VCS revision, Go) and exit 0
 //
 // A value outside its range is a usage error (exit 2). Flags may be
-// written -flag or --flag; a mistake prints one line saying what is wrong,
-// then "run 'publish -h' for the manual", exit 2.
+// written -flag or --flag; a mistake prints one line saying what is wrong
+// (and for a mistyped flag, "did you mean -window?"), then "run 'publish
+// -h' for the manual", exit 2.
 //
 // # Output
 //
@@ -147,9 +150,11 @@
 //	     does not exist, or a TLS setting is wrong
 //	4    the broker nacked a claim
 //	3    a claim was returned as unroutable (no queue bound)
-//	65   a file is not a valid claim (missing, unreadable, not a JSON
-//	     object, too large, no usable guid), or it changed between the check
-//	     and its sending; or the broker refused a claim larger than its
+//	66   a file cannot be opened: it does not exist (a mistyped name?),
+//	     is not readable, or is a directory
+//	65   a file is not a valid claim (empty, not a JSON object, too
+//	     large, no usable guid), or it changed between the check and its
+//	     sending; or the broker refused a claim larger than its
 //	     max_message_size (and closed the channel: the claims published
 //	     after it are unconfirmed)
 package main

@@ -142,8 +142,8 @@ func TestBadInput(t *testing.T) {
 		want string // in the first stderr line, with the file's name when there is a file
 	}
 	cases := []tc{
-		{"missing", []string{filepath.Join(dir, "nope.json")}, cli.ExitDataErr, "no such file"},
-		{"directory", []string{dir}, cli.ExitDataErr, "is a directory"},
+		{"missing", []string{filepath.Join(dir, "nope.json")}, cli.ExitNoInput, "no such file"},
+		{"directory", []string{dir}, cli.ExitNoInput, "is a directory"},
 		{"empty file", []string{claim("empty.json", "")}, cli.ExitDataErr, "empty"},
 		{"malformed", []string{claim("bad.json", `{"guid":`)}, cli.ExitDataErr, "malformed JSON"},
 		{"two objects", []string{claim("two.json", `{"guid":"a"}{"guid":"b"}`)}, cli.ExitDataErr, "more than one value"},
@@ -179,7 +179,7 @@ func TestBadInput(t *testing.T) {
 		{"progress", []string{"-progress", "sometimes", "x"}, cli.ExitUsage, "-progress must be auto, always or never"},
 	}
 	if os.Geteuid() != 0 { // root reads a mode-0 file anyway
-		cases = append(cases, tc{"unreadable", []string{unreadable}, cli.ExitDataErr, "permission denied"})
+		cases = append(cases, tc{"unreadable", []string{unreadable}, cli.ExitNoInput, "permission denied"})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,7 +191,7 @@ func TestBadInput(t *testing.T) {
 			if !strings.Contains(first, tc.want) {
 				t.Errorf("first stderr line %q, want one containing %q", first, tc.want)
 			}
-			if file := tc.args[len(tc.args)-1]; tc.code == cli.ExitDataErr && !strings.HasPrefix(first, "publish: "+file+": ") {
+			if file := tc.args[len(tc.args)-1]; (tc.code == cli.ExitDataErr || tc.code == cli.ExitNoInput) && !strings.HasPrefix(first, "publish: "+file+": ") {
 				t.Errorf("first stderr line %q does not start with publish: %s:", first, file)
 			}
 		})
@@ -234,6 +234,37 @@ func TestSurrogatesAreNotOneClaim(t *testing.T) {
 	}
 	if want := []string{"ok-é", "ok-😀"}; strings.Join(ids, ",") != strings.Join(want, ",") {
 		t.Errorf("message_ids %q, want %q", ids, want)
+	}
+}
+
+// TestMissingFile: a file that cannot be opened (a mistyped name, most
+// likely) exits 66, EX_NOINPUT, and outranks one that is not a claim
+// (65) in the same batch; nothing is published, and with -keep-going the
+// valid claim goes and the exit is still 66, the last line saying how
+// many files were missing.
+func TestMissingFile(t *testing.T) {
+	vh := brokertest.New(t)
+	vh.Topology(t)
+	dir := t.TempDir()
+	good := writeClaim(t, dir, "good.json", `{"guid":"good"}`)
+	bad := writeClaim(t, dir, "bad.json", `not json`)
+	missing := filepath.Join(dir, "mistyped.json")
+	r := runPublish(t, vh, "", good, missing, bad)
+	if r.code != cli.ExitNoInput || vh.Depth(t, topo.Queue) != 0 || !strings.Contains(r.stderr, "publish: "+missing+": no such file") ||
+		!strings.Contains(r.stderr, "2 of 3 file(s) are not valid claims (1 missing or unreadable): nothing published") {
+		t.Fatalf("exit %d, want %d, nothing published, the file named:\n%s%s", r.code, cli.ExitNoInput, r.stdout, r.stderr)
+	}
+	r = runPublish(t, vh, "", "-keep-going", good, missing, bad)
+	if r.code != cli.ExitNoInput || !strings.Contains(r.stdout, "1 sent") || !strings.Contains(r.stdout, "2 invalid") ||
+		!strings.Contains(r.stderr, "2 file(s) were not valid claims (1 missing or unreadable)") {
+		t.Fatalf("-keep-going: exit %d, want %d:\n%s%s", r.code, cli.ExitNoInput, r.stdout, r.stderr)
+	}
+	if n := vh.Depth(t, topo.Queue); n != 1 {
+		t.Errorf("claim.in holds %d, want the valid claim", n)
+	}
+	// Without the missing file, the same batch is a data error again.
+	if r := runPublish(t, vh, "", good, bad); r.code != cli.ExitDataErr {
+		t.Errorf("a malformed file alone: exit %d, want %d", r.code, cli.ExitDataErr)
 	}
 }
 
@@ -287,13 +318,24 @@ func TestBulkThousandArriveOnce(t *testing.T) {
 	}
 }
 
+// TestHelp: -h is the usage and the flags, -h full the manual.
 func TestHelp(t *testing.T) {
 	for _, arg := range []string{"-h", "-help", "--help"} {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), []string{arg}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
-		if cli.Code(err) != 0 || out.String() != cli.Manual(doc) || errb.Len() != 0 {
-			t.Errorf("%s: exit %d, stderr %q, stdout:\n%s", arg, cli.Code(err), errb.String(), out.String())
+		for _, full := range []bool{false, true} {
+			args, want := []string{arg}, cli.Help(doc, "publish")
+			if full {
+				args, want = append(args, "full"), cli.Manual(doc)
+			}
+			var out, errb bytes.Buffer
+			err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+			if cli.Code(err) != 0 || out.String() != want || errb.Len() != 0 {
+				t.Errorf("%q: exit %d, stderr %q, stdout:\n%s", args, cli.Code(err), errb.String(), out.String())
+			}
 		}
+	}
+	if h := cli.Help(doc, "publish"); !brokertest.ContainsAll(h, "Usage:", "\tpublish [flags] FILE...", "\t-keep-going ", "Exit status: 0, 2, 3, 4, 65, 66,", "publish -h full") ||
+		strings.Contains(h, "lone surrogate") {
+		t.Errorf("-h:\n%s", h)
 	}
 	if m := cli.Manual(doc); !brokertest.ContainsAll(m, "Usage:", "Exit status", "1 to 10000", "134217728", "130", "byte-exact", "lone surrogate",
 		"\t-json ", "\t-version ", "\t-progress mode ", `"not_sent"`, `"failures"`) {
@@ -302,7 +344,8 @@ func TestHelp(t *testing.T) {
 }
 
 // TestVersionAndTypo runs the binary: -version names the program (exit 0);
-// a mistyped flag is two lines on stderr and nothing on stdout (exit 2).
+// an unknown flag is two lines on stderr and nothing on stdout (exit 2), a
+// mistyped one three, the second naming the flag it most likely is.
 func TestVersionAndTypo(t *testing.T) {
 	bin := brokertest.Binary(t, "eaimq/publish")
 	out, err := exec.Command(bin, "-version").Output()
@@ -316,6 +359,15 @@ func TestVersionAndTypo(t *testing.T) {
 	want := "flag provided but not defined: -bogus\nrun 'publish -h' for the manual\n"
 	if cmd.ProcessState.ExitCode() != 2 || stderr.String() != want || stdout.Len() != 0 {
 		t.Errorf("-bogus: %v, stderr %q, stdout %q; want exit 2 and %q", err, stderr.String(), stdout.String(), want)
+	}
+	cmd = exec.Command(bin, "--max-byte", "10", "c.json")
+	stdout.Reset()
+	stderr.Reset()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	want = "flag provided but not defined: -max-byte\ndid you mean --max-bytes?\nrun 'publish -h' for the manual\n"
+	if cmd.ProcessState.ExitCode() != 2 || stderr.String() != want || stdout.Len() != 0 {
+		t.Errorf("--max-byte: %v, stderr %q, stdout %q; want exit 2 and %q", err, stderr.String(), stdout.String(), want)
 	}
 	// A usage mistake found after the flags: also the mistake, then the
 	// pointer to the manual, once.

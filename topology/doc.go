@@ -180,7 +180,8 @@
 //	-timeout d   longest wait for the connection: TCP connect and the TLS
 //	             and AMQP handshakes together (default 10s; 0 or less
 //	             also means 10s)
-//	-h, -help    print this manual on stdout and exit 0
+//	-h, -help    print the usage and the flags on stdout and exit 0
+//	             (-h full: this whole manual)
 //	-version     print the version on stdout and exit 0
 //
 // Environment:

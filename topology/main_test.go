@@ -137,7 +137,8 @@ func TestCheckChangesNothing(t *testing.T) {
 	}
 }
 
-// TestUsage: -h prints doc.go's package comment on stdout and exits 0;
+// TestUsage: -h prints the usage and the flags of doc.go's package
+// comment on stdout and exits 0, -h full all of it;
 // -version names the program; a mistake in the flags, or an argument
 // after them, is two lines on stderr (what is wrong, where the manual is),
 // exit 2, nothing on stdout. None of these dials the broker.
@@ -146,15 +147,20 @@ func TestUsage(t *testing.T) {
 	if !strings.HasPrefix(manual, "Topology declares") || !strings.Contains(manual, "Exit status:") {
 		t.Fatalf("the manual is not doc.go's package comment:\n%s", manual)
 	}
+	help := cli.Help(doc, "topology")
 	see := cli.SeeManual("topology") + "\n"
 	brokertest.CheckUsage(t, "topology", manual, []brokertest.UsageCase{
-		{[]string{"-h"}, 0, manual, ""},
-		{[]string{"--help"}, 0, manual, ""},
-		{[]string{"-check", "-json", "-h"}, 0, manual, ""},
+		{[]string{"-h"}, 0, help, ""},
+		{[]string{"--help"}, 0, help, ""},
+		{[]string{"-check", "-json", "-h"}, 0, help, ""},
+		{[]string{"-h", "full"}, 0, manual, ""},
+		{[]string{"-check", "--help", "full"}, 0, manual, ""},
 		{[]string{"-version"}, 0, "topology ", ""},
 		{[]string{"--version"}, 0, "topology ", ""},
 		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus\n" + see},
 		{[]string{"-nope"}, 2, "", "flag provided but not defined: -nope\n" + see},
+		{[]string{"-chekc"}, 2, "", "flag provided but not defined: -chekc\ndid you mean -check?\n" + see},
+		{[]string{"--retry-delay", "1s"}, 2, "", "flag provided but not defined: -retry-delay\ndid you mean --retry-delays?\n" + see},
 		{[]string{"extra"}, 2, "", "topology: unexpected argument \"extra\"\n" + see},
 		{[]string{"-check", "extra"}, 2, "", "topology: unexpected argument \"extra\"\n" + see},
 	}, func(args []string, stdout, stderr io.Writer) error {

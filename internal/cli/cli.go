@@ -22,6 +22,7 @@ const (
 	ExitFailure     = 1   // the job ran and something in it failed
 	ExitUsage       = 2   // bad flags or arguments
 	ExitDataErr     = 65  // EX_DATAERR: input that is not a valid claim
+	ExitNoInput     = 66  // EX_NOINPUT: a named input file is missing or cannot be opened
 	ExitUnavailable = 69  // EX_UNAVAILABLE: the broker cannot be reached
 	ExitSoftware    = 70  // EX_SOFTWARE: an internal error
 	ExitIOErr       = 74  // EX_IOERR: a local file (status file, dedup store) failed
@@ -45,6 +46,7 @@ var codes = [...]int{
 	fail.NoPerm:      ExitNoPerm,
 	fail.Config:      ExitConfig,
 	fail.Interrupted: ExitInterrupted,
+	fail.NoInput:     ExitNoInput,
 }
 
 // Error is an error with an exit code of one program's own (publish's 3
@@ -105,15 +107,39 @@ func Code(err error) int {
 
 var errParse = errors.New("flag parse error")
 
-// Parse parses args with fs (made with flag.ContinueOnError). The flag
-// package has already printed its message and the usage; a parse error comes
-// back marked so that Code maps it to 2, and -h to 0.
-func Parse(fs *flag.FlagSet, args []string) error {
+// Parse parses args with fs (made with flag.ContinueOnError, output set to
+// the program's stderr, Usage silent) as Flags does, without adding
+// -version: for a program that parses its flags in several runs (dlq's,
+// after its command), Flags for the first run and Parse for the others.
+//
+//   - -h or -help prints Help(doc) on stdout, and -h full the whole
+//     manual (Manual(doc)), so that it pages and greps; it returns
+//     flag.ErrHelp (exit 0);
+//   - a mistake prints the flag package's one-line error, a suggestion
+//     when a flag was mistyped ("did you mean --max-seconds?"), and where
+//     the manual is (not the manual itself, which would push the error off
+//     the screen), and returns an error that maps to exit 2 and is not
+//     printed again.
+func Parse(fs *flag.FlagSet, doc string, args []string, stdout io.Writer) error {
 	err := fs.Parse(args)
-	if err == nil || errors.Is(err, flag.ErrHelp) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		// The flag package stops at -h, and what follows it is left in
+		// fs.Args(): "full" there asks for the whole manual.
+		if rest := fs.Args(); len(rest) > 0 && rest[0] == "full" {
+			io.WriteString(stdout, Manual(doc))
+		} else {
+			io.WriteString(stdout, Help(doc, fs.Name()))
+		}
 		return err
+	case err != nil:
+		if s := Suggest(fs, args, err); s != "" {
+			fmt.Fprintln(fs.Output(), s)
+		}
+		fmt.Fprintln(fs.Output(), SeeManual(fs.Name()))
+		return &quiet{fmt.Errorf("%w: %w", errParse, err)}
 	}
-	return &quiet{fmt.Errorf("%w: %w", errParse, err)}
+	return nil
 }
 
 // quiet marks an error that has been shown to the user already.
@@ -180,29 +206,17 @@ func Manual(src string) string {
 }
 
 // Flags parses args with fs (made with flag.ContinueOnError, output set to
-// the program's stderr) the way every eaimq program does, and adds
-// -version:
-//
-//   - -h or -help prints the manual (Manual(doc)) on stdout, so that it
-//     pages and greps, and returns flag.ErrHelp (exit 0);
-//   - -version prints the program's version (Version) on stdout and
-//     returns flag.ErrHelp too: the program does nothing more, with exit 0;
-//   - a mistake prints the flag package's one-line error and where the
-//     manual is (not the manual itself, which would push the error off the
-//     screen), and returns an error that maps to exit 2 and is not printed
-//     again.
+// the program's stderr) the way every eaimq program does (Parse says how
+// -h and a mistake are answered), and adds -version: it prints the
+// program's version (Version) on stdout and returns flag.ErrHelp: the
+// program does nothing more, with exit 0.
 func Flags(fs *flag.FlagSet, doc string, args []string, stdout io.Writer) error {
 	version := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {} // the flag package calls it after its own message
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		io.WriteString(stdout, Manual(doc))
+	if err := Parse(fs, doc, args, stdout); err != nil {
 		return err
-	case err != nil:
-		fmt.Fprintln(fs.Output(), SeeManual(fs.Name()))
-		return &quiet{fmt.Errorf("%w: %w", errParse, err)}
-	case *version:
+	}
+	if *version {
 		fmt.Fprintln(stdout, Version(fs.Name()))
 		return flag.ErrHelp
 	}

@@ -184,7 +184,7 @@ func newBody(ctx context.Context, src EditSource, draft []byte, stdout, stderr i
 	default:
 		f, err := os.Open(src.File)
 		if err != nil {
-			return nil, "", fail.Errorf(fail.Data, "-body: %v; nothing replayed", err)
+			return nil, "", fail.Errorf(fail.NoInput, "-body: %v; nothing replayed", err)
 		}
 		defer f.Close()
 		body, err = readAtMost(f, src.File)

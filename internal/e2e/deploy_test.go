@@ -334,3 +334,287 @@ func TestDelayedCopyRefused(t *testing.T) {
 		t.Errorf("claim.in holds %d, want the claim back in it", q.Messages)
 	}
 }
+
+// TestEnvFiles: each environment file of deploy/systemd reads the same in
+// the two places it is read: by systemd (the unit's EnvironmentFile=) and
+// by bash, as the runbooks source it (set -a; . FILE; set +a). A value
+// with spaces once broke the shell's reading: bash ran "production" as a
+// command and left EAIMQ_CONSUMER_FLAGS empty, so the runbook's by-hand
+// run used the lab's defaults, not the profile the unit runs with.
+//
+// No systemd runs here (PID 1 is not systemd), so no unit can be started
+// to show its environment. systemd's own parser of these files
+// (parse_env_file, shared by EnvironmentFile= and environment.d) is run
+// through systemd-environment-d-generator instead. That generator also
+// expands $VAR, which EnvironmentFile= does not; the files have no $ in a
+// value (checked below), so the two readings are one.
+//
+// The variables the units put in ExecStart unbraced ($EAIMQ_CONSUMER_FLAGS)
+// are split into words by systemd; the test checks the shell's words are
+// the same, and that the program accepts them (-version parses every flag
+// first, and exits 2 on one it does not know).
+func TestEnvFiles(t *testing.T) {
+	t.Parallel()
+	bash := tool(t, "bash", "bash")
+	gen := "/usr/lib/systemd/user-environment-generators/30-systemd-environment-d-generator"
+	if _, err := os.Stat(gen); err != nil {
+		t.Fatalf("%v: apt-get install systemd (the test reads the files with systemd's own parser)", err)
+	}
+	bin := installed(t)
+	for _, tc := range []struct {
+		file, split string
+		run         []string // the unit's ExecStart, before the split variable
+	}{
+		{"consumer.env.example", "EAIMQ_CONSUMER_FLAGS", []string{"consumer", "--claim", "${EAIMQ_CLAIM_URL}"}},
+		{"dlq-serve.env.example", "EAIMQ_DLQ_FLAGS", []string{"dlq", "serve", "-addr", "${EAIMQ_DLQ_ADDR}"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join(top(), "deploy", "systemd", tc.file)
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, line := range strings.Split(string(raw), "\n") {
+				if !strings.HasPrefix(line, "#") && strings.ContainsAny(line, "$`\\") {
+					t.Errorf("line %d: %q: a shell expands $, ` and \\ and systemd does not; write them %%24, %%60, %%5C", i+1, line)
+				}
+			}
+			sd := systemdEnv(t, gen, path)
+			sh := sourcedEnv(t, bash, path)
+			if _, ok := sd[tc.split]; !ok {
+				t.Fatalf("systemd reads %d variables from %s, not %s", len(sd), tc.file, tc.split)
+			}
+			for k, v := range sd {
+				if got, ok := sh[k]; !ok || got != v {
+					t.Errorf("%s: systemd reads %q, bash (set -a; . FILE) %q (set: %v)", k, hidden(v), hidden(got), ok)
+				}
+			}
+			for k, v := range sh {
+				if _, ok := sd[k]; !ok {
+					t.Errorf("%s=%q: bash sets it, systemd does not", k, hidden(v))
+				}
+			}
+			// systemd splits an unbraced $VAR at whitespace and takes quotes
+			// off its words; bash splits at whitespace too, but would keep
+			// quotes and expand a glob: so neither may be in the value.
+			flags := sd[tc.split]
+			if strings.ContainsAny(flags, `"'*?[`) {
+				t.Errorf("%s=%q: quotes or glob characters read differently in the unit and in a shell", tc.split, flags)
+			}
+			out, err := exec.Command(bash, "-c", `set -a; . "$1"; set +a; printf '%s\n' $`+tc.split, "bash", path).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if words := strings.Fields(string(out)); !slices.Equal(words, strings.Fields(flags)) {
+				t.Errorf("the shell's words of $%s: %q, the unit's: %q", tc.split, words, strings.Fields(flags))
+			}
+			args := []string{}
+			for _, a := range tc.run[1:] {
+				if strings.HasPrefix(a, "${") {
+					a = sd[strings.Trim(a, "${}")]
+				}
+				args = append(args, a)
+			}
+			args = append(append(args, strings.Fields(flags)...), "-version")
+			cmd := exec.Command(filepath.Join(bin, tc.run[0]), args...)
+			cmd.Env = []string{"PATH=/usr/bin:/bin"}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s %q: %v\n%s", tc.run[0], args, err, out)
+			}
+		})
+	}
+}
+
+// systemdEnv is what systemd reads from an environment file, by its own
+// parser: the generator run on a directory holding only that file, less
+// what it prints without it (the host's /etc/environment.d).
+func systemdEnv(t *testing.T, gen, path string) map[string]string {
+	t.Helper()
+	read := func(file string) map[string]string {
+		home := t.TempDir()
+		if file != "" {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(home, "environment.d"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home, "environment.d", "50-test.conf"), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(gen)
+		cmd.Env = []string{"HOME=" + home, "XDG_CONFIG_HOME=" + home}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", gen, err, stderr.String())
+		}
+		env := map[string]string{}
+		// An empty value (KEY=) is where the generator parts from
+		// EnvironmentFile=: it skips the line as "invalid syntax", where
+		// EnvironmentFile= sets KEY to "" (load_env_file_push). Such a
+		// line is taken as EnvironmentFile= takes it; any other word on
+		// stderr fails.
+		for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+			m := regexp.MustCompile(`^(.*):\d+: invalid syntax \(around "(\w+)"\), ignoring\.$`).FindStringSubmatch(line)
+			switch {
+			case line == "":
+			case m != nil && m[1] == filepath.Join(home, "environment.d", "50-test.conf") && emptyAssignment(file, m[2]):
+				env[m[2]] = ""
+			default:
+				t.Fatalf("%s on %s: %s", filepath.Base(gen), file, line)
+			}
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				continue
+			}
+			env[k] = unquoteGenerated(t, v)
+		}
+		return env
+	}
+	env, host := read(path), read("")
+	for k, v := range host {
+		if env[k] == v {
+			delete(env, k)
+		}
+	}
+	return env
+}
+
+// hidden is a value fit for a failure message: one that may hold a
+// password (a URL's userinfo) is not shown.
+func hidden(v string) string {
+	if strings.Contains(v, "@") {
+		return "(a value with userinfo, not shown)"
+	}
+	return v
+}
+
+// emptyAssignment says whether file has the line "key=" and nothing more.
+func emptyAssignment(file, key string) bool {
+	b, _ := os.ReadFile(file)
+	return slices.Contains(strings.Split(string(b), "\n"), key+"=")
+}
+
+// unquoteGenerated undoes the generator's quoting of a value: none, or
+// double quotes with \ before ", \, ` and $.
+func unquoteGenerated(t *testing.T, v string) string {
+	t.Helper()
+	if !strings.HasPrefix(v, `"`) {
+		return v
+	}
+	if len(v) < 2 || !strings.HasSuffix(v, `"`) {
+		t.Fatalf("the generator printed %q", v)
+	}
+	var b strings.Builder
+	v = v[1 : len(v)-1]
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\\' && i+1 < len(v) {
+			i++
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
+}
+
+// sourcedEnv is what the runbooks' `set -a; . FILE; set +a` exports: the
+// environment after it, less bash's own variables. Anything on stderr
+// (such as "production: command not found") fails.
+func sourcedEnv(t *testing.T, bash, path string) map[string]string {
+	t.Helper()
+	cmd := exec.Command(bash, "-c", `set -a; . "$1"; set +a; exec env -0`, "bash", path)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || stderr.Len() != 0 {
+		t.Fatalf("set -a; . %s; set +a: %v\n%s", path, err, stderr.String())
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "PATH", "PWD", "SHLVL", "_", "OLDPWD":
+		default:
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// TestRunbookByHand: the runbook "A consumer that will not start" runs the
+// consumer by hand "as the service would run". Its commands are run here
+// as docs/operations.md has them, on consumer.env.example, with the
+// consumer replaced by a script that prints what it was given: the
+// production profile's flags as the unit passes them, the runbook's own
+// flags last, and the unit's store unless the file names one.
+func TestRunbookByHand(t *testing.T) {
+	t.Parallel()
+	bash := tool(t, "bash", "bash")
+	ops, err := os.ReadFile(filepath.Join(top(), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(ops), "\n### A consumer that will not start\n")
+	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(section)
+	if !ok || m == nil {
+		t.Fatal(`docs/operations.md: no "A consumer that will not start" with a sh block`)
+	}
+	dir := t.TempDir()
+	stub := filepath.Join(dir, "consumer")
+	if err := os.WriteFile(stub, []byte("#!/bin/sh\nprintf '%s\\0' \"EAI_MQ_DB=$EAI_MQ_DB\" \"$@\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join(top(), "deploy", "systemd", "consumer.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pg = "postgres://eaimq@db.example/eaimq?sslmode=verify-full"
+	withStore := strings.Replace(string(example), "\n#EAI_MQ_DB="+pg+"\n", "\nEAI_MQ_DB="+pg+"\n", 1)
+	if withStore == string(example) {
+		t.Fatalf("consumer.env.example has no line #EAI_MQ_DB=%s to try", pg)
+	}
+	for _, tc := range []struct {
+		name, env, store string
+	}{
+		{"the unit's store", string(example), "/var/lib/eaimq/partner-a.db"},
+		{"the file's store", withStore, pg},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			envFile := filepath.Join(t.TempDir(), "consumer-partner-a.env")
+			if err := os.WriteFile(envFile, []byte(tc.env), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			script := m[1]
+			for _, r := range [][2]string{
+				{"/etc/eaimq/consumer-partner-a.env", envFile},
+				{"runuser -u eaimq -- ", ""},
+				{"/usr/local/lib/eaimq/consumer", stub},
+			} {
+				if !strings.Contains(script, r[0]) {
+					t.Fatalf("the runbook's commands lack %q:\n%s", r[0], m[1])
+				}
+				script = strings.ReplaceAll(script, r[0], r[1])
+			}
+			cmd := exec.Command(bash, "-e", "-c", "systemctl() { :; }\n"+script)
+			cmd.Env = []string{"PATH=/usr/bin:/bin"}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil || stderr.Len() != 0 {
+				t.Fatalf("the runbook's commands: %v\n%s", err, stderr.String())
+			}
+			sd := systemdEnv(t, "/usr/lib/systemd/user-environment-generators/30-systemd-environment-d-generator", envFile)
+			want := append([]string{"EAI_MQ_DB=" + tc.store, "--claim", sd["EAIMQ_CLAIM_URL"]}, strings.Fields(sd["EAIMQ_CONSUMER_FLAGS"])...)
+			want = append(want, "--max-seconds", "5", "--log-format", "text")
+			if got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"); !slices.Equal(got, want) || !slices.Contains(got, "production") {
+				t.Errorf("the runbook runs the consumer with %q, want %q (the unit's, then the runbook's)", got, want)
+			}
+		})
+	}
+}

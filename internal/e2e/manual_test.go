@@ -23,8 +23,9 @@ var update = flag.Bool("update", false, "rewrite docs/manuals/*.md from the prog
 var programs = []string{"topology", "publish", "consumer", "brokerstatus", "dlq", "claimsys"}
 
 // TestManualsInDocs: each program's manual is its package comment (its
-// doc.go, embedded and printed by -h), and docs/manuals/PROGRAM.md carries
-// the same text, so the places a manual is read cannot drift apart.
+// doc.go, embedded and printed by -h full), and docs/manuals/PROGRAM.md
+// carries the same text, so the places a manual is read cannot drift
+// apart.
 // `go test ./internal/e2e -run ManualsInDocs -update` rewrites the copies.
 func TestManualsInDocs(t *testing.T) {
 	t.Parallel()
@@ -36,11 +37,11 @@ func TestManualsInDocs(t *testing.T) {
 		}
 	}
 	for _, p := range programs {
-		cmd := exec.Command(brokertest.Binary(t, "eaimq/"+p), "-h")
+		cmd := exec.Command(brokertest.Binary(t, "eaimq/"+p), "-h", "full")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil || stdout.Len() == 0 || stderr.Len() != 0 {
-			t.Errorf("%s -h: %v, %d bytes on stdout, stderr %q: want the manual on stdout and exit 0", p, err, stdout.Len(), stderr.String())
+			t.Errorf("%s -h full: %v, %d bytes on stdout, stderr %q: want the manual on stdout and exit 0", p, err, stdout.Len(), stderr.String())
 			continue
 		}
 		want := manualPage(p, stdout.String())
@@ -57,7 +58,7 @@ func TestManualsInDocs(t *testing.T) {
 		case err != nil:
 			t.Errorf("docs/manuals/%s.md: %v", p, err)
 		default:
-			t.Errorf("docs/manuals/%s.md differs from %s -h, %s (go test ./internal/e2e -run ManualsInDocs -update rewrites it)", p, p, firstDifference(string(have), want))
+			t.Errorf("docs/manuals/%s.md differs from %s -h full, %s (go test ./internal/e2e -run ManualsInDocs -update rewrites it)", p, p, firstDifference(string(have), want))
 		}
 	}
 	// A manual left behind by a program that is gone would still be read
@@ -69,6 +70,30 @@ func TestManualsInDocs(t *testing.T) {
 	for _, e := range entries {
 		if !slices.Contains(programs, strings.TrimSuffix(e.Name(), ".md")) {
 			t.Errorf("docs/manuals/%s is the manual of no program this test knows: delete it, or add the program to programs", e.Name())
+		}
+	}
+}
+
+// TestHelpLeadsWithFlags: -h is for a person in a terminal. Each
+// program's starts with its usage, has its flags within the first
+// screenful (24 lines), fits a tall terminal (at most 60 lines, where the
+// manuals run to 120-330), and says how to read the whole manual.
+func TestHelpLeadsWithFlags(t *testing.T) {
+	t.Parallel()
+	for _, p := range programs {
+		bin := brokertest.Binary(t, "eaimq/"+p)
+		out, err := exec.Command(bin, "-h").Output()
+		if err != nil {
+			t.Errorf("%s -h: %v", p, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+		usage, flags := slices.Index(lines, "Usage:"), slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "Flags") })
+		if usage < 0 || usage > 6 || flags < 0 || flags > 24 || len(lines) > 60 {
+			t.Errorf("%s -h: Usage at line %d, Flags at line %d, %d lines; want them within 6 and 24, and at most 60 lines", p, usage+1, flags+1, len(lines))
+		}
+		if !strings.Contains(string(out), "'"+p+" -h full | less'") {
+			t.Errorf("%s -h does not say how to read the whole manual", p)
 		}
 	}
 }

@@ -39,10 +39,14 @@ const (
 	Config
 	// Interrupted: a signal ended the work before it was done.
 	Interrupted
+	// NoInput: an input file named on the command line does not exist or
+	// cannot be opened (a mistyped path, most likely), as opposed to
+	// Data, an input that was read and is wrong.
+	NoInput
 )
 
 var classWords = [...]string{None: "none", Failed: "failed", Usage: "usage", Data: "data", Unavailable: "unavailable",
-	Internal: "internal", IO: "io", TempFail: "tempfail", NoPerm: "noperm", Config: "config", Interrupted: "interrupted"}
+	Internal: "internal", IO: "io", TempFail: "tempfail", NoPerm: "noperm", Config: "config", Interrupted: "interrupted", NoInput: "noinput"}
 
 func (c Class) String() string {
 	if int(c) < len(classWords) {

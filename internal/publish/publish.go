@@ -164,19 +164,38 @@ func check(ctx context.Context, cfg *Config, stdin io.Reader, stderr io.Writer, 
 			fmt.Fprintf(stderr, "publish: %s: %v\n", c.name, c.err)
 		}
 	}
+	// A file that could not be opened outranks one that is not a claim
+	// (66 before 65, as the manual orders them): a mistyped name is the
+	// likelier mistake, and the one to fix first.
+	class, unread := fail.Data, ""
+	if n := b.unreadable(); n > 0 {
+		class, unread = fail.NoInput, fmt.Sprintf(" (%d missing or unreadable)", n)
+	}
 	if b.invalid == len(files) {
 		b.notSentAll(s, "") // every claim is invalid: no other reason is used
-		return nil, fail.Errorf(fail.Data, "no valid claim to publish")
+		return nil, fail.Errorf(class, "no valid claim to publish%s", unread)
 	}
 	if b.invalid > 0 && !cfg.KeepGoing {
 		b.notSentAll(s, "not published: the batch has files that are not valid claims (-keep-going sends the valid ones)")
-		return nil, fail.Errorf(fail.Data, "%d of %d file(s) are not valid claims: nothing published (-keep-going sends the valid ones)", b.invalid, len(files))
+		return nil, fail.Errorf(class, "%d of %d file(s) are not valid claims%s: nothing published (-keep-going sends the valid ones)", b.invalid, len(files), unread)
 	}
 	return b, nil
 }
 
+// unreadable counts the files that could not be opened.
+func (b *batch) unreadable() int {
+	n := 0
+	for _, c := range b.claims {
+		if fail.Of(c.err) == fail.NoInput {
+			n++
+		}
+	}
+	return n
+}
+
 // notSentAll accounts for every claim before any is published.
 func (b *batch) notSentAll(s *Summary, why string) {
+	s.noInput += b.unreadable()
 	for _, c := range b.claims {
 		if c.err != nil {
 			s.add(invalid, c.name, c.guid, c.err.Error())
@@ -189,6 +208,7 @@ func (b *batch) notSentAll(s *Summary, why string) {
 // account counts every claim after send, and says on stderr why each one
 // not sent was not.
 func (b *batch) account(s *Summary, stderr io.Writer) {
+	s.noInput += b.unreadable()
 	for i, r := range b.results {
 		c := &b.claims[i]
 		if c.err != nil {
@@ -205,7 +225,7 @@ func (b *batch) account(s *Summary, stderr io.Writer) {
 // verdict is what a run that got as far as sending means as a whole: the
 // first of these that applies, a signal with claims in doubt, a signal, a
 // confirm that did not come, a connection that died, nacked, returned,
-// invalid or changed (the order of the manual's exit status).
+// unreadable, invalid or changed (the order of the manual's exit status).
 func verdict(ctx context.Context, s *Summary, sendErr error, d *dialed) error {
 	switch {
 	case ctx.Err() != nil && s.Unconfirmed > 0:
@@ -223,6 +243,8 @@ func verdict(ctx context.Context, s *Summary, sendErr error, d *dialed) error {
 		return &countError{s.Nacked, ErrNacked}
 	case s.Returned > 0:
 		return &countError{s.Returned, ErrReturned}
+	case s.noInput > 0:
+		return fail.Errorf(fail.NoInput, "%d file(s) were not valid claims (%d missing or unreadable) and %d changed before sending; they were not sent", s.Invalid, s.noInput, s.Changed)
 	case s.Invalid > 0 || s.Changed > 0:
 		return fail.Errorf(fail.Data, "%d file(s) were not valid claims and %d changed before sending; they were not sent", s.Invalid, s.Changed)
 	}

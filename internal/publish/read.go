@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"eaimq/internal/claimid"
+	"eaimq/internal/fail"
 )
 
 // claim is one file to publish, as the first pass left it: enough to find
@@ -82,7 +83,9 @@ func readPath(ctx context.Context, name string, limit int64, buf []byte) (body [
 	// past a signal.
 	fd, err := ignoringEINTR(func() (int, error) { return syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
 	if err != nil {
-		return buf, false, openError(&os.PathError{Op: "open", Path: name, Err: err})
+		// A file that cannot be opened is most often a mistyped name:
+		// its own class (exit 66), not a claim that is wrong (65).
+		return buf, false, fail.New(fail.NoInput, openError(&os.PathError{Op: "open", Path: name, Err: err}))
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
@@ -113,14 +116,14 @@ func readPath(ctx context.Context, name string, limit int64, buf []byte) (body [
 	defer f.Close()
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
-		return buf, false, errors.New("is a directory")
+		return buf, false, fail.New(fail.NoInput, errors.New("is a directory"))
 	case syscall.S_IFREG:
 	default:
 		size = -1
 	}
 	body, err = readLimited(ctx, f, limit, size, buf)
 	if errors.Is(err, syscall.EISDIR) {
-		err = errors.New("is a directory")
+		err = fail.New(fail.NoInput, errors.New("is a directory"))
 	}
 	return body, size < 0, err
 }

@@ -21,7 +21,8 @@ type Summary struct {
 	Seconds     float64   `json:"seconds"`
 	Failures    []Failure `json:"failures"` // every claim not sent, in the order given
 
-	took time.Duration // the whole run, as Line shows it
+	took    time.Duration // the whole run, as Line shows it
+	noInput int           // of Invalid, the files that could not be opened (exit 66, not 65)
 }
 
 // Failure is one claim that was not sent.
