@@ -195,6 +195,9 @@ func StoreOpenError(location string, err error) error {
 		return fail.Errorf(fail.Config, "%w; the consumer creates no store under --profile production or --create-store=false: "+
 			"check %s, or create it once with consumer --init-store (docs/operations.md, first deployment)", err, store.EnvPath)
 	}
+	if fail.Of(err) == fail.Config {
+		return fail.Errorf(fail.Config, "%w; a setting to fix (%s, or the store's owner and permissions): restarting will not help", err, store.EnvPath)
+	}
 	return fail.New(fail.IO, err) // the class store.Open chose, or IO
 }
 

@@ -231,6 +231,8 @@ func (s *Store) init(ctx context.Context, o Options) error {
 		return NewerSchemaError{Have: v, Want: pgSchemaVersion}
 	case v == pgSchemaVersion:
 		return nil
+	case o.ReadOnly && v == 0:
+		return errors.New("the database has no dedup store (no eaimq_schema table): is it the consumer's? (consumer --init-store creates one)")
 	case o.ReadOnly:
 		return fmt.Errorf("schema version %d, want %d (run the consumer once to migrate)", v, pgSchemaVersion)
 	case v == 0 && o.NoCreate:
