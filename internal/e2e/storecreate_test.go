@@ -29,7 +29,8 @@ var production = []string{"--profile", "production", "--retry-delays", "", "--me
 // store it is given, and says so in one line with the full path; the
 // production profile refuses (78), naming the path and the fix, creates
 // neither file nor directory, and leaves the claim in claim.in without a
-// call. With the right path it is acked as a duplicate, without a call.
+// call; dlq, which reads the store, creates none either. With the right
+// path the claim is acked as a duplicate, without a call.
 func TestStoreTypo(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -60,8 +61,14 @@ func TestStoreTypo(t *testing.T) {
 	if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 {
 		t.Errorf("the refusal is %d lines, want one:\n%s", lines, r.stderr)
 	}
+	// dlq reads the store, and never creates one either.
+	for _, args := range [][]string{{"list"}, {"replay", "-all"}} {
+		if r := w.runEnv([]string{store.EnvPath + "=" + typo}, "dlq", args...); r.code == 0 && args[0] == "replay" {
+			t.Errorf("dlq %q without its store: exit 0\n%s%s", args, r.stdout, r.stderr)
+		}
+	}
 	if _, err := os.Stat(filepath.Dir(typo)); !os.IsNotExist(err) {
-		t.Errorf("the refused run left %s behind (%v)", filepath.Dir(typo), err)
+		t.Errorf("the refused runs left %s behind (%v)", filepath.Dir(typo), err)
 	}
 	if calls := w.partner.Stats().ByGuid["typo-1"]; calls != 1 {
 		t.Errorf("the partner was called %d times for typo-1, want once", calls)
@@ -117,7 +124,7 @@ func TestInitStore(t *testing.T) {
 
 // TestStoreCreationPostgres: the same on PostgreSQL, where a new store is
 // the tables in an empty database. The production profile refuses an
-// empty database (78) and creates no table in it; --init-store creates
+// empty database (78) and creates no table in it, nor does dlq; --init-store creates
 // them and says so; the consumer then starts. A database that does not
 // exist on the server is a setting to fix, 78, which the unit does not
 // restart (it restarted forever on 74); a role the server does not know
@@ -133,8 +140,13 @@ func TestStoreCreationPostgres(t *testing.T) {
 	if r.code != cli.ExitConfig || !brokertest.ContainsAll(r.stderr, "no eaimq_schema table", "--init-store") {
 		t.Fatalf("production on an empty database: exit %d, want %d\n%s%s", r.code, cli.ExitConfig, r.stdout, r.stderr)
 	}
+	for _, args := range [][]string{{"list"}, {"replay", "-all"}} { // dlq never creates a store
+		if r := w.runEnv(env, "dlq", args...); r.code == 0 && args[0] == "replay" {
+			t.Errorf("dlq %q on an empty database: exit 0\n%s%s", args, r.stdout, r.stderr)
+		}
+	}
 	if tables := pgTables(t, db); tables != 0 {
-		t.Errorf("the refused run created %d tables", tables)
+		t.Errorf("the refused runs created %d tables", tables)
 	}
 
 	r = w.runEnv(env, "consumer", "--init-store")
