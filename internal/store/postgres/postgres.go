@@ -232,7 +232,9 @@ func (s *Store) init(ctx context.Context, o Options) error {
 	case v == pgSchemaVersion:
 		return nil
 	case o.ReadOnly && v == 0:
-		return errors.New("the database has no dedup store (no eaimq_schema table): is it the consumer's? (consumer --init-store creates one)")
+		// Not a hint to create one: a reader that finds none has, most
+		// likely, been given another database than the consumer's.
+		return errors.New("the database has no dedup store (no eaimq_schema table): is EAI_MQ_DB the consumer's?")
 	case o.ReadOnly:
 		return fmt.Errorf("schema version %d, want %d (run the consumer once to migrate)", v, pgSchemaVersion)
 	case v == 0 && o.NoCreate:
