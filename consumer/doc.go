@@ -127,11 +127,11 @@
 // is probed with backoff; /readyz says why it is not ready; the summary
 // says how long. Nothing is acked without its record, and nothing is
 // dead-lettered because of the store. A failure waiting cannot fix ends
-// the run at once: exit 78 when a person must fix the setting (a
-// PostgreSQL database that does not exist, a role or password refused, a
-// permission, a schema from a newer release), 74 when the store itself
-// failed (a damaged file), as does a store still unavailable after
-// --store-wait or at the end of the run.
+// the run at once: exit 78 when the store cannot be opened as configured
+// (a PostgreSQL database that does not exist, a role or password refused,
+// a permission, a schema from a newer release), 74 when the store itself
+// failed (a damaged file, an error while running), as does a store still
+// unavailable after --store-wait or at the end of the run.
 //
 // Creating the store: the first run creates it (an SQLite file, 0600, and
 // its directory; the tables in an empty PostgreSQL database) and says so
