@@ -126,9 +126,9 @@ func TestInitStore(t *testing.T) {
 // the tables in an empty database. The production profile refuses an
 // empty database (78) and creates no table in it, nor does dlq; --init-store creates
 // them and says so; the consumer then starts. A database that does not
-// exist on the server is a setting to fix, 78, which the unit does not
-// restart (it restarted forever on 74); a role the server does not know
-// is one too.
+// exist on the server is a setting to fix, 78, which the units do not
+// restart (they restarted forever on 74), for the consumer and for dlq; a
+// role the server does not know is one too.
 func TestStoreCreationPostgres(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -169,6 +169,11 @@ func TestStoreCreationPostgres(t *testing.T) {
 		r := w.runEnv([]string{store.EnvPath + "=" + c.url}, "consumer", "--claim", w.url, "--max-seconds", "3")
 		if r.code != cli.ExitConfig || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%s: exit %d, want %d naming %q\n%s%s", c.name, r.code, cli.ExitConfig, c.want, r.stdout, r.stderr)
+		}
+		// dlq serve's unit does not restart it for that either.
+		r = w.runEnv([]string{store.EnvPath + "=" + c.url}, "dlq", "replay", "-all")
+		if r.code != cli.ExitConfig || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("dlq replay, %s: exit %d, want %d naming %q\n%s%s", c.name, r.code, cli.ExitConfig, c.want, r.stdout, r.stderr)
 		}
 	}
 }
