@@ -45,6 +45,7 @@ var profiles = map[string][][2]string{
 		{"pause-when-down", "true"},
 		{"metrics-addr", "127.0.0.1:9464"},
 		{"log-format", "json"},
+		{"create-store", "false"},
 	},
 }
 
@@ -54,6 +55,9 @@ var profiles = map[string][][2]string{
 type config struct {
 	relay relay.Config
 	level slog.Level
+	// initStore: create the store (--init-store) and exit, consuming
+	// nothing.
+	initStore bool
 }
 
 // flags are the consumer's flags as the flag package fills them in.
@@ -65,6 +69,7 @@ type flags struct {
 	prefetch, pauseAfter, unreadyAfter       *int
 	httpTimeout, storeWait                   *time.Duration
 	json, pauseWhenDown                      *bool
+	createStore, initStore                   *bool
 	failOnDead                               *float64 // nil unless given
 }
 
@@ -96,7 +101,9 @@ func defineFlags(fs *flag.FlagSet) *flags {
 	f.retain = fs.String("retain", "", "prune the records of claims delivered longer ago than `age` (90d, 36h; default: keep them)")
 	f.storeWait = fs.Duration("store-wait", 10*time.Minute, "wait out a dedup store that does not answer (a database restarting, a full disk) for at most `duration`, holding claims back, before exiting 74 (0: exit at the first failure)")
 	f.unreadyAfter = fs.Int("unready-after", 5, "/readyz answers 503 after `n` partner calls in a row that failed (paused or not)")
-	fs.String("profile", "lab", "`name`: lab (the defaults) or production (delayed retries, --pause-when-down, metrics, JSON logs)")
+	f.createStore = fs.Bool("create-store", true, "create the dedup store (and its directory) when it is not there; false: exit 78 instead (the production profile's)")
+	f.initStore = fs.Bool("init-store", false, "create the dedup store if it is not there, say what was done, and exit: a deployment's first step (--claim not needed)")
+	fs.String("profile", "lab", "`name`: lab (the defaults) or production (delayed retries, --pause-when-down, metrics, JSON logs, --create-store=false)")
 	return f
 }
 
@@ -117,7 +124,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	switch {
 	case fs.NArg() > 0:
 		return config{}, cli.Usagef("unexpected argument %q", fs.Arg(0))
-	case *f.claim == "":
+	case *f.claim == "" && !*f.initStore:
 		return config{}, cli.Usagef("--claim URL is required")
 	case !(*f.maxSeconds >= 0 && *f.maxSeconds <= maxRunSeconds): // NaN fails both
 		return config{}, cli.Usagef("--max-seconds must be a number from 0 to %d (0: until a signal), not %v", maxRunSeconds, *f.maxSeconds)
@@ -140,7 +147,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	}
 	rc, err := f.relayConfig(getenv)
 	rc.LogJSON = *f.logFormat == "json"
-	return config{relay: rc, level: level}, err
+	return config{relay: rc, level: level, initStore: *f.initStore}, err
 }
 
 // applyProfile gives the flags not on the command line the values of
@@ -191,9 +198,11 @@ func (f *flags) relayConfig(getenv func(string) string) (relay.Config, error) {
 	if err != nil {
 		return relay.Config{}, fail.New(fail.Usage, err)
 	}
-	endpoint, err := claimsURL(*f.claim)
-	if err != nil {
-		return relay.Config{}, fail.New(fail.Usage, err)
+	var endpoint string
+	if *f.claim != "" || !*f.initStore { // --init-store calls no one
+		if endpoint, err = claimsURL(*f.claim); err != nil {
+			return relay.Config{}, fail.New(fail.Usage, err)
+		}
 	}
 	maxRun := time.Duration(*f.maxSeconds * float64(time.Second))
 	if *f.maxSeconds > 0 && maxRun == 0 {
@@ -206,7 +215,7 @@ func (f *flags) relayConfig(getenv func(string) string) (relay.Config, error) {
 	return relay.Config{
 		URL: amqpURL, Getenv: getenv, Claims: endpoint,
 		Prefetch: *f.prefetch, HTTPTimeout: *f.httpTimeout, Accept: accept,
-		Store: store.Path(getenv), Sync: mode, StoreWait: *f.storeWait,
+		Store: store.Path(getenv), Sync: mode, StoreWait: *f.storeWait, NoCreateStore: !*f.createStore,
 		MaxRun: maxRun, Retry: plan, PauseWhenDown: *f.pauseWhenDown, PauseAfter: *f.pauseAfter, UnreadyAfter: *f.unreadyAfter,
 		MetricsAddr: *f.metricsAddr, MetricsTokenFile: *f.metricsToken, Retain: keep, JSON: *f.json, FailOnDead: f.failOnDead,
 	}, nil

@@ -8,6 +8,7 @@
 // Usage:
 //
 //	consumer --claim URL [--max-seconds N] [--prefetch P] [flags]
+//	consumer --init-store
 //	consumer -h | -version
 //
 // Each delivery's body is POSTed unchanged to URL/v1/claims (a trailing slash
@@ -125,10 +126,23 @@
 // answers, and every other claim in hand goes back to claim.in. The store
 // is probed with backoff; /readyz says why it is not ready; the summary
 // says how long. Nothing is acked without its record, and nothing is
-// dead-lettered because of the store. A failure waiting cannot fix (a
-// damaged file, a permission, a schema from a newer program) ends the run
-// at once, exit 74, as does a store still unavailable after --store-wait
-// or at the end of the run.
+// dead-lettered because of the store. A failure waiting cannot fix ends
+// the run at once: exit 78 when the store cannot be opened as configured
+// (a PostgreSQL database that does not exist, a role or password refused,
+// a permission, a schema from a newer release), 74 when the store itself
+// failed (a damaged file, an error while running), as does a store still
+// unavailable after --store-wait or at the end of the run.
+//
+// Creating the store: the first run creates it (an SQLite file, 0600, and
+// its directory; the tables in an empty PostgreSQL database) and says so
+// in one log line with the full path ("created the dedup store: ..."). A
+// new store is empty, so every claim is new to it: after a typo in
+// EAI_MQ_DB, claims delivered before would be sent again. So with
+// --create-store=false (the production profile) the consumer creates
+// nothing and exits 78 naming the path, and a deployment creates the store
+// once with --init-store: it creates what is missing, says in one line on
+// stdout what it created or that the store was there already, and exits 0
+// (running it again changes nothing). dlq never creates a store.
 //
 // With --retry-delays, each claim keeps one lineage of retries: the record
 // knows which step's delayed copy is confirmed, so a delivery redelivered
@@ -177,6 +191,8 @@
 //	--pause-when-down                  (no retry spent while nothing answers)
 //	--metrics-addr 127.0.0.1:9464
 //	--log-format json
+//	--create-store=false               (exit 78 rather than start an empty
+//	                                   store: run --init-store once first)
 //
 // A flag given on the command line keeps its own value (--retry-delays ""
 // turns the retries off). --profile lab, the default, changes nothing:
@@ -231,6 +247,10 @@
 //	                      (with --metrics-addr; default: no authentication)
 //	--unready-after n     partner calls in a row that failed before /readyz
 //	                      answers 503, 1 to 1000 (default 5)
+//	--create-store=false  exit 78 when the dedup store is not there, rather
+//	                      than create it (default true; false in production)
+//	--init-store          create the dedup store if it is not there, say so
+//	                      on stdout, and exit 0 (--claim not needed)
 //	--profile name        lab (default: nothing changed) or production
 //	                      (its flags: -h full); flags given win
 //	-h, --help            print the usage and the flags on stdout and exit 0
@@ -250,7 +270,8 @@
 //	EAI_AMQP_CERT  PEM client certificate and its key, for a broker that
 //	EAI_AMQP_KEY   asks for one
 //	EAI_MQ_DB      dedup store (default /root/eaimw/mq/processed.db; created
-//	               with its directory, mode 0600); or a postgres:// URL: one
+//	               with its directory, mode 0600, unless
+//	               --create-store=false); or a postgres:// URL: one
 //	               store for consumers on several hosts, where a claim in
 //	               progress is a lock of the holder's own database session,
 //	               released at once when it dies
@@ -298,9 +319,9 @@
 //	2    usage error (a bad --claim URL or a flag out of its range included),
 //	     or an EAI_AMQP_URL that cannot be used (unparsable, port out of range)
 //	69   the broker cannot be reached (at start, or still not at the end)
-//	74   the dedup store cannot be opened or written, and waiting would not
-//	     change it, or it did not answer within --store-wait or by the end
-//	     of the run (the claims in hand are left unacked and come back)
+//	74   the dedup store failed (a damaged file, an I/O error), or did not
+//	     answer within --store-wait or by the end of the run (the claims in
+//	     hand are left unacked and come back); the unit restarts it
 //	77   the broker refused the user or password
 //	78   claim.in does not exist (run topology first), or rejecting a claim
 //	     would drop it rather than dead-letter it: claim.in lacks the
@@ -310,6 +331,10 @@
 //	     --retry-delays is missing or different (run topology -retry-delays);
 //	     or --metrics-addr cannot be listened on, or the file of
 //	     --metrics-token-file is missing, unreadable, readable by others
-//	     or too short
+//	     or too short; or the dedup store is not there under
+//	     --create-store=false, or cannot be used as configured (a
+//	     PostgreSQL database that does not exist, a role or password it
+//	     refuses, a permission, not a regular file, a schema from a newer
+//	     release, max_connections below --prefetch + 3)
 //	130  a second signal forced an immediate exit
 package main

@@ -10,11 +10,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	"eaimq/internal/cli"
+	"eaimq/internal/fail"
 	"eaimq/internal/relay"
+	"eaimq/internal/store"
 )
 
 // doc is the manual: -h prints its package comment, so that the manual and
@@ -67,6 +70,9 @@ func runHooked(hooks relay.Hooks, soft, hard context.Context, args []string, get
 		}
 		return cli.ReportLog(newLogger(stderr, slog.LevelInfo, true), "consumer", flagErrs.String(), err)
 	}
+	if cfg.initStore {
+		return initStore(cfg.relay, stdout)
+	}
 	log := newLogger(stderr, cfg.level, cfg.relay.LogJSON)
 	cfg.relay.Log = log
 	cfg.relay.Hooks = hooks
@@ -90,6 +96,30 @@ func runHooked(hooks relay.Hooks, soft, hard context.Context, args []string, get
 		return cli.ReportLog(log, "consumer", "", err)
 	}
 	return err
+}
+
+// initStore is --init-store: a deployment's explicit first step, since
+// the production profile creates no store (a typo in EAI_MQ_DB would
+// otherwise start an empty one). It creates the store where it is not
+// there (the SQLite file, 0600, and its directory; the tables in an empty
+// PostgreSQL database), opens it where it is (migrating an older schema,
+// as a consumer would), says which in one line on stdout, and exits 0:
+// running it twice is safe.
+func initStore(rc relay.Config, stdout io.Writer) error {
+	st, err := store.Open(rc.Store, store.Options{Synchronous: rc.Sync, Conns: rc.Prefetch})
+	if err != nil {
+		return fail.New(fail.IO, err) // the class store.Open chose, or IO
+	}
+	if what := st.Created(); what != "" {
+		fmt.Fprintf(stdout, "consumer: created the dedup store: %s\n", what)
+	} else {
+		where := st.Path()
+		if abs, err := filepath.Abs(where); err == nil && !store.IsPostgres(rc.Store) {
+			where = abs
+		}
+		fmt.Fprintf(stdout, "consumer: the dedup store %s is there already: nothing created\n", where)
+	}
+	return fail.New(fail.IO, st.Close())
 }
 
 // wantsJSON says whether args ask for JSON logs (--log-format json, or a

@@ -37,6 +37,7 @@ func TestProfiles(t *testing.T) {
 	}
 	prod := base
 	prod.Retry, prod.PauseWhenDown, prod.MetricsAddr, prod.LogJSON = mustPlan(t, productionDelays), true, "127.0.0.1:9464", true
+	prod.NoCreateStore = true
 	with := func(c relay.Config, f func(*relay.Config)) relay.Config { f(&c); return c }
 	for _, tc := range []struct {
 		name string
@@ -142,7 +143,7 @@ func TestServiceExample(t *testing.T) {
 		t.Fatalf("%q: %v %s", args, err, errb.String())
 	}
 	c := got.relay
-	if c.Retry == nil || c.Retry.String() != productionDelays || !c.PauseWhenDown || c.MetricsAddr == "" || !c.LogJSON ||
+	if c.Retry == nil || c.Retry.String() != productionDelays || !c.PauseWhenDown || c.MetricsAddr == "" || !c.LogJSON || !c.NoCreateStore ||
 		c.Store != "/var/lib/eaimq/partner-a.db" || c.Claims != "https://claims.partner-a.example/v1/claims" {
 		t.Errorf("%q gives %+v", args, c)
 	}
@@ -157,8 +158,11 @@ func TestProfileInManual(t *testing.T) {
 	manual := cli.Manual(doc)
 	for _, kv := range profiles["production"] {
 		want := "--" + kv[0] + " " + kv[1]
-		if kv[1] == "true" {
+		switch kv[1] {
+		case "true":
 			want = "--" + kv[0]
+		case "false":
+			want = "--" + kv[0] + "=false" // a boolean flag's only spelling of false
 		}
 		if !strings.Contains(manual, "\t"+want) {
 			t.Errorf("the manual's production profile lacks %q", want)

@@ -328,6 +328,8 @@
 //	     purge (without -no-archive) or restore: claim.dead.archive does
 //	     not exist (nothing was purged); or
 //	     the vhost does not exist, or a TLS setting is wrong; or serve
-//	     cannot listen on -addr
+//	     cannot listen on -addr; or the store's setting is wrong (where
+//	     74 would be): a PostgreSQL database or role that does not exist,
+//	     a password refused, a permission, not a regular file
 //	130  interrupted; every dead letter not yet acted on stays in claim.dead
 package main

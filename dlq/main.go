@@ -73,7 +73,7 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		st, err = store.Open(store.Path(getenv), store.Options{ReadOnly: true})
 		switch {
 		case err != nil && c.cmd != "list" && c.cmd != "show":
-			return fail.Errorf(fail.IO, "%v\n  %s reads the store to know what it selects and what was delivered; without it every dead letter\n"+
+			return fail.Errorf(fail.IO, "%w\n  %s reads the store to know what it selects and what was delivered; without it every dead letter\n"+
 				"  looks unknown. Set EAI_MQ_DB to the consumer's store, or add -no-store if there really is none; nothing was done", err, c.cmd)
 		case err != nil:
 			fmt.Fprintf(stderr, "dlq: warning: %v; our reasons show as unknown\n", err)

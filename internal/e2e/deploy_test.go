@@ -278,6 +278,11 @@ func TestProductionPermissions(t *testing.T) {
 		t.Fatalf("topology -retry-delays %s as %s: %v\n%s", delays, user, err, out)
 	}
 	w.publishFiles(brokertest.Claim("perm-ok", "C-ok", "r.pdf"), brokertest.Claim("perm-422", "C-422"), brokertest.Claim("perm-busy", "BUSY-1", "r.pdf"))
+	// The production profile creates no store: a deployment's first step
+	// does (docs/operations.md).
+	if r := w.runEnv(nil, "consumer", "--init-store"); r.code != 0 {
+		t.Fatalf("consumer --init-store: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	p := w.startEnv(env, "consumer", "--claim", w.url, "--profile", "production", "--max-seconds", "120",
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	brokertest.Eventually(t, 60*time.Second, "delivered, dead-lettered and delayed", func() bool {

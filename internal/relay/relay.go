@@ -58,6 +58,10 @@ type Config struct {
 	// Store is the dedup store's location (a file or a PostgreSQL URL),
 	// Sync its durability before an ack: "full" or "normal".
 	Store, Sync string
+	// NoCreateStore refuses to start on a store that is not there (exit
+	// 78) rather than create an empty one: after a typo in EAI_MQ_DB, an
+	// empty store would send every claim delivered before again.
+	NoCreateStore bool
 	// StoreWait is how long the relay waits out a store that is
 	// unavailable (a failure store.Transient says waiting fixes) before it
 	// ends the run; 0: it ends the run at the first failure.
@@ -152,11 +156,18 @@ func Run(ctx, hard context.Context, cfg Config, stdout, stderr io.Writer) error 
 		soft, cancel = context.WithTimeout(ctx, cfg.MaxRun)
 		defer cancel()
 	}
-	st, err := store.Open(cfg.Store, store.Options{Synchronous: cfg.Sync, Conns: cfg.Prefetch})
+	st, err := store.Open(cfg.Store, store.Options{Synchronous: cfg.Sync, Conns: cfg.Prefetch, NoCreate: cfg.NoCreateStore})
 	if err != nil {
-		return fail.New(fail.IO, err)
+		return StoreOpenError(cfg.Store, err)
 	}
 	defer st.Close()
+	if what := st.Created(); what != "" {
+		// Always said, in one line with the full path: an empty store is
+		// right the first time, and a lost one (a typo in EAI_MQ_DB) any
+		// time after, when every claim is new to it again.
+		cfg.Log.Info("created the dedup store: "+what+"; every claim is new to it (if this consumer ran before, check EAI_MQ_DB: docs/operations.md)",
+			"store", st.Path(), "created", what)
+	}
 	r := newRelay(cfg, st, hard)
 	if cfg.MetricsAddr != "" {
 		// Listening before the first claim: a port in use is a refusal
@@ -181,6 +192,20 @@ func Run(ctx, hard context.Context, cfg Config, stdout, stderr io.Writer) error 
 	}
 	err = r.consume(ctx, soft)
 	return r.end(err, time.Since(start), stdout, stderr)
+}
+
+// StoreOpenError is err, from opening the store at location, as the
+// consumer reports it: with the fix, when there was no store to open and
+// the run may not create one.
+func StoreOpenError(location string, err error) error {
+	if store.NoStore(err) {
+		return fail.Errorf(fail.Config, "%w; the consumer creates no store under --profile production or --create-store=false: "+
+			"check %s, or create it once with consumer --init-store (docs/operations.md, first deployment)", err, store.EnvPath)
+	}
+	if fail.Of(err) == fail.Config {
+		return fail.Errorf(fail.Config, "%w; a setting to fix (%s, or the store's owner and permissions): restarting will not help", err, store.EnvPath)
+	}
+	return fail.New(fail.IO, err) // the class store.Open chose, or IO
 }
 
 func newRelay(cfg Config, st store.Store, hard context.Context) *relay {

@@ -12,10 +12,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
 	"eaimq/internal/claim"
+	"eaimq/internal/fail"
 	"eaimq/internal/store/postgres"
 	"eaimq/internal/store/sqlite"
 )
@@ -67,6 +69,11 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Path names the store for messages, without a password.
 	Path() string
+	// Created says what Open created, in a phrase that names the full
+	// path ("a new SQLite file /var/lib/eaimq/a.db (mode 0600)", "the
+	// tables of a new store in postgres://..."); "" when the store was
+	// there already.
+	Created() string
 	// Close waits for pending writes and releases everything held.
 	Close() error
 }
@@ -88,6 +95,10 @@ type Options struct {
 	// and two more. 0 means postgres.DefaultConns. A Begin beyond it fails
 	// rather than wait for a connection. SQLite ignores it.
 	Conns int
+	// NoCreate refuses a store that is not there (an SQLite file, or the
+	// tables in a PostgreSQL database) rather than create it: Open then
+	// fails with an error Misconfigured says is one.
+	NoCreate bool
 }
 
 // Transient reports whether err, from a store, is one waiting fixes (the
@@ -96,19 +107,47 @@ type Options struct {
 // future).
 func Transient(err error) bool { return sqlite.Transient(err) || postgres.Transient(err) }
 
+// Misconfigured reports whether err, from Open, is one that only a person
+// can fix (a database that does not exist, a password, a permission, no
+// store where Options.NoCreate wants one), rather than a failure of the
+// store (a damaged file) or one that passes (Transient: a server down, a
+// full disk). Open gives the first kind the class fail.Config (exit 78,
+// which the units do not restart) and the rest fail.IO (exit 74, which
+// they do).
+func Misconfigured(err error) bool { return sqlite.Misconfigured(err) || postgres.Misconfigured(err) }
+
+// NoStore reports whether err, from Open with Options.NoCreate, says there
+// was no store to open.
+func NoStore(err error) bool {
+	return errors.Is(err, sqlite.ErrNoStore) || errors.Is(err, postgres.ErrNoStore)
+}
+
+// IsPostgres says whether location names a PostgreSQL store.
+func IsPostgres(location string) bool {
+	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
+}
+
 // Open opens the store that location names: a postgres:// or postgresql://
-// URL selects PostgreSQL, anything else is the path of an SQLite file.
+// URL selects PostgreSQL, anything else is the path of an SQLite file. Its
+// error carries a class (Misconfigured says which).
 func Open(location string, o Options) (Store, error) {
-	if strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://") {
-		s, err := postgres.Open(location, postgres.Options{Synchronous: o.Synchronous, ReadOnly: o.ReadOnly, Owner: o.Owner, Conns: o.Conns})
+	if IsPostgres(location) {
+		s, err := postgres.Open(location, postgres.Options{Synchronous: o.Synchronous, ReadOnly: o.ReadOnly, Owner: o.Owner, Conns: o.Conns, NoCreate: o.NoCreate})
 		if err != nil {
-			return nil, err // not a nil *postgres.Store inside a non-nil Store
+			return nil, classify(err) // not a nil *postgres.Store inside a non-nil Store
 		}
 		return s, nil
 	}
-	s, err := sqlite.Open(location, sqlite.Options{Synchronous: o.Synchronous, ReadOnly: o.ReadOnly, Owner: o.Owner})
+	s, err := sqlite.Open(location, sqlite.Options{Synchronous: o.Synchronous, ReadOnly: o.ReadOnly, Owner: o.Owner, NoCreate: o.NoCreate})
 	if err != nil {
-		return nil, err // not a nil *sqlite.Store inside a non-nil Store
+		return nil, classify(err) // not a nil *sqlite.Store inside a non-nil Store
 	}
 	return s, nil
+}
+
+func classify(err error) error {
+	if Misconfigured(err) {
+		return fail.New(fail.Config, err)
+	}
+	return fail.New(fail.IO, err)
 }

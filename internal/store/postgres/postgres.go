@@ -56,6 +56,7 @@ type Store struct {
 	path        string // the URL without its password, for messages
 	owner       string
 	readOnly    bool
+	created     string // what Open created ("": nothing), for Created
 	maxHeld     int    // claims held at once (Options.Conns)
 	beginFinish string // the BEGIN of Finish's transaction, with its durability
 	syncLevel   string // that durability: synchronous_commit for an outcome
@@ -90,6 +91,10 @@ type Options struct {
 	// and two more. 0 means DefaultConns. A Begin beyond it fails rather
 	// than wait for a connection.
 	Conns int
+	// NoCreate refuses a database without the store's tables (ErrNoStore)
+	// rather than create them: a mistyped database name on a server where
+	// that database exists would otherwise start an empty store.
+	NoCreate bool
 }
 
 // DefaultConns is Options.Conns when it is not set: the consumer's
@@ -215,7 +220,7 @@ func (s *Store) init(ctx context.Context, o Options) error {
 		return err
 	}
 	if need := s.maxHeld + 3; !o.ReadOnly && need > room {
-		return fmt.Errorf("%d claims in flight (Options.Conns, the consumer's --prefetch) need %d connections; the server allows %d (max_connections)", s.maxHeld, need, room)
+		return fmt.Errorf("%d claims in flight (Options.Conns, the consumer's --prefetch) need %d connections; the server allows %d (%w)", s.maxHeld, need, room, errTooFewConns)
 	}
 
 	v, err := s.version(ctx, s.pool)
@@ -223,17 +228,35 @@ func (s *Store) init(ctx context.Context, o Options) error {
 	case err != nil:
 		return err
 	case v > pgSchemaVersion:
-		return fmt.Errorf("schema version %d is newer than this program's %d", v, pgSchemaVersion)
+		return NewerSchemaError{Have: v, Want: pgSchemaVersion}
 	case v == pgSchemaVersion:
 		return nil
+	case o.ReadOnly && v == 0:
+		// Not a hint to create one: a reader that finds none has, most
+		// likely, been given another database than the consumer's.
+		return errors.New("the database has no dedup store (no eaimq_schema table): is EAI_MQ_DB the consumer's?")
 	case o.ReadOnly:
 		return fmt.Errorf("schema version %d, want %d (run the consumer once to migrate)", v, pgSchemaVersion)
+	case v == 0 && o.NoCreate:
+		return ErrNoStore
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Two consumers starting at once: the second waits here until the
 		// first has committed, then finds the schema migrated.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, schemaLockKey); err != nil {
 			return err
+		}
+		// Under the lock, only the consumer that creates the tables sees
+		// them missing, and says so (Created).
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('eaimq_schema') IS NOT NULL`).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists && o.NoCreate {
+			return ErrNoStore
+		}
+		if !exists {
+			s.created = "the tables of a new store in " + s.path + ", a database that had none"
 		}
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS eaimq_schema (
 			one     boolean PRIMARY KEY DEFAULT true CHECK (one),
@@ -248,7 +271,7 @@ func (s *Store) init(ctx context.Context, o Options) error {
 			return err
 		}
 		if v > pgSchemaVersion {
-			return fmt.Errorf("schema version %d is newer than this program's %d", v, pgSchemaVersion)
+			return NewerSchemaError{Have: v, Want: pgSchemaVersion}
 		}
 		for ; v < pgSchemaVersion; v++ {
 			if err := pgMigrations[v](ctx, tx); err != nil {
@@ -280,6 +303,10 @@ func validSyncLevel(s string) bool {
 	}
 	return false
 }
+
+// Created says what Open created: "" when the store's tables were there
+// already.
+func (s *Store) Created() string { return s.created }
 
 // Path is the database's URL without its password.
 func (s *Store) Path() string { return s.path }
@@ -317,6 +344,19 @@ func (s *Store) Close() error {
 }
 
 var (
-	errClosed   = errors.New("dedup store closed")
-	errReadOnly = errors.New("dedup store opened read-only")
+	errClosed      = errors.New("dedup store closed")
+	errReadOnly    = errors.New("dedup store opened read-only")
+	errTooFewConns = errors.New("max_connections")
 )
+
+// ErrNoStore: Options.NoCreate, and the database has none of the store's
+// tables.
+var ErrNoStore = errors.New("the database has no dedup store (no eaimq_schema table)")
+
+// NewerSchemaError: the database was written by a newer release, whose
+// records this one cannot read right.
+type NewerSchemaError struct{ Have, Want int }
+
+func (e NewerSchemaError) Error() string {
+	return fmt.Sprintf("schema version %d is newer than this program's %d (run the newer release, or restore the backup taken before it)", e.Have, e.Want)
+}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -42,6 +43,35 @@ func Transient(err error) bool {
 		return true
 	}
 	return false
+}
+
+// Misconfigured reports whether err, from Open, is one that only a person
+// can fix, so that a service is not restarted for it: a URL that does not
+// parse, a database that does not exist, a role or password the server
+// refuses, a privilege the role lacks, a server certificate that is not
+// trusted, no store where one must be (ErrNoStore), a schema from a newer
+// release, max_connections too low for --prefetch. A server that does not
+// answer, or answers that it is starting, is not (Transient).
+func Misconfigured(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "3D000", // invalid_catalog_name: the database does not exist
+			"28000", // invalid_authorization_specification: no such role, or pg_hba.conf refuses it
+			"28P01", // invalid_password
+			"42501", // insufficient_privilege
+			"3F000": // invalid_schema_name (search_path)
+			return true
+		}
+		return false
+	}
+	var pce *pgconn.ParseConfigError
+	var newer NewerSchemaError
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var badCert x509.CertificateInvalidError
+	return errors.As(err, &pce) || errors.Is(err, ErrNoStore) || errors.As(err, &newer) || errors.Is(err, errTooFewConns) ||
+		errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &badCert)
 }
 
 // Ping asks whether the server answers now: a query through the pool.

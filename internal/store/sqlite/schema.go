@@ -147,7 +147,7 @@ func (s *Store) init(readOnly bool) error {
 		return fmt.Errorf("not an SQLite file, or unreadable: %w", err)
 	}
 	if v > SchemaVersion {
-		return fmt.Errorf("schema version %d is newer than this program's %d", v, SchemaVersion)
+		return NewerSchemaError{Have: v, Want: SchemaVersion}
 	}
 	if v == SchemaVersion {
 		return nil
@@ -211,6 +211,15 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// NewerSchemaError: the store was written by a newer release, whose
+// records this one cannot read right. Run that release, or restore the
+// backup taken before the upgrade.
+type NewerSchemaError struct{ Have, Want int }
+
+func (e NewerSchemaError) Error() string {
+	return fmt.Sprintf("schema version %d is newer than this program's %d (run the newer release, or restore the backup taken before it)", e.Have, e.Want)
 }
 
 func nowMS() int64 { return time.Now().UnixMilli() }

@@ -35,6 +35,7 @@ type Store struct {
 	durability string     // the wanted durability of outcome records: full or normal
 	walSync    bool       // fsync the WAL ourselves for durable writes (full, in WAL mode)
 	readOnly   bool       // no writer: Begin and Finish fail
+	created    string     // what Open created ("": nothing), for Created
 	wal        *os.File   // the WAL, opened for fsync (walFile)
 	walMu      sync.Mutex // guards wal's opening
 
@@ -64,6 +65,11 @@ type Options struct {
 	// Owner overrides this process's name in in-progress claims (tests
 	// stand in for a second process with it); claim.Holder by default.
 	Owner string
+	// NoCreate refuses a file that does not exist (ErrNoStore) rather
+	// than create it and its directory: a mistyped path would otherwise
+	// start an empty store, and every claim delivered before would be
+	// sent again.
+	NoCreate bool
 }
 
 // EnvPath names the variable that names the file, for messages.
@@ -74,8 +80,14 @@ var (
 	errReadOnly = errors.New("dedup store opened read-only")
 )
 
-// Open opens (creating it, mode 0600, and its directory) the store at
-// path.
+// ErrNoStore: Options.NoCreate, and there is no file at the path.
+var ErrNoStore = errors.New("no such file")
+
+// errNotRegular: the path names a device, a directory, a FIFO.
+var errNotRegular = errors.New("not a regular file")
+
+// Open opens the store at path, creating it (mode 0600) and its directory
+// unless Options.NoCreate or ReadOnly says not to.
 func Open(path string, o Options) (*Store, error) {
 	if o.Synchronous == "" {
 		o.Synchronous = "full"
@@ -88,7 +100,8 @@ func Open(path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedup store %s: %w", given, err)
 	}
-	if err := create(path, given, o.ReadOnly); err != nil {
+	created, err := create(path, given, o)
+	if err != nil {
 		return nil, err
 	}
 	dsn := dsnFor(path, o.ReadOnly)
@@ -102,7 +115,7 @@ func Open(path string, o Options) (*Store, error) {
 	if o.Owner == "" {
 		o.Owner = claim.Holder()
 	}
-	s := &Store{db: db, path: given, file: path, owner: o.Owner, durability: o.Synchronous, readOnly: o.ReadOnly,
+	s := &Store{db: db, path: given, file: path, owner: o.Owner, durability: o.Synchronous, readOnly: o.ReadOnly, created: created,
 		reqs: make(chan *request, 256), stopped: make(chan struct{})}
 	if err := s.init(o.ReadOnly); err != nil {
 		db.Close()
@@ -118,25 +131,80 @@ func Open(path string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// create makes sure the file exists (a read-only store needs it there
-// already), 0600: SQLite would create it 0644, and it holds claim ids and
-// partner answers.
-func create(path, given string, readOnly bool) error {
-	if readOnly {
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("open dedup store %s: %w", given, err)
+// create makes sure the file exists, 0600: SQLite would create it 0644,
+// and it holds claim ids and partner answers. It returns what it created,
+// for Created: "" when the file was there. A read-only store, or one
+// opened with NoCreate, needs the file there already.
+func create(path, given string, o Options) (string, error) {
+	_, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return "", nil
+	case o.ReadOnly || !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("open dedup store %s: %w", given, err)
+	case o.NoCreate:
+		return "", fmt.Errorf("dedup store %s: %w (%s)", abs(path), ErrNoStore, missing(path))
+	}
+	var made string
+	if dir := firstMissing(filepath.Dir(path)); dir != "" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return "", fmt.Errorf("create directory for %s: %w", path, err)
 		}
-		return nil
+		made = ", in the new directory " + abs(filepath.Dir(path))
+		if dir != filepath.Dir(path) {
+			made += " (created from " + abs(dir) + " down)"
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create directory for %s: %w", path, err)
+	// O_EXCL: of two consumers starting at once on a new path, only the
+	// one that made the file says it did.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return "", nil
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("open dedup store %s: %w", path, err)
+		return "", fmt.Errorf("open dedup store %s: %w", path, err)
 	}
-	return f.Close()
+	return "a new SQLite file " + abs(path) + " (mode 0600)" + made, f.Close()
 }
+
+// firstMissing is the highest directory of dir's that does not exist: the
+// first MkdirAll would make. "" when dir exists.
+func firstMissing(dir string) string {
+	first := ""
+	for {
+		if _, err := os.Stat(dir); err == nil {
+			return first
+		}
+		first = dir
+		up := filepath.Dir(dir)
+		if up == dir {
+			return first
+		}
+		dir = up
+	}
+}
+
+// missing says what is missing of path: the file, or its directory too.
+func missing(path string) string {
+	if dir := firstMissing(filepath.Dir(path)); dir != "" {
+		return "the directory " + abs(dir) + " does not exist either"
+	}
+	return "the directory is there, the file is not"
+}
+
+// abs is path made absolute for messages (a relative EAI_MQ_DB is relative
+// to wherever the program was started, which a log line does not show).
+func abs(path string) string {
+	if a, err := filepath.Abs(path); err == nil {
+		return a
+	}
+	return path
+}
+
+// Created says what Open created: "" when the file was there already,
+// else a short phrase with the file's absolute path ("a new SQLite file
+// /var/lib/eaimq/a.db (mode 0600)").
+func (s *Store) Created() string { return s.created }
 
 func dsnFor(path string, readOnly bool) string {
 	q := url.Values{}
@@ -218,7 +286,7 @@ func resolve(path string) (string, error) {
 	case err != nil:
 		return "", err
 	case !fi.Mode().IsRegular():
-		return "", fmt.Errorf("not a regular file (%s): set %s to a file path", fi.Mode().Type(), EnvPath)
+		return "", fmt.Errorf("%w (%s): set %s to a file path", errNotRegular, fi.Mode().Type(), EnvPath)
 	}
 	return path, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"strconv"
 	"syscall"
 
@@ -28,6 +29,28 @@ func Transient(err error) bool {
 		return false
 	}
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// Misconfigured reports whether err, from Open, is one that only a person
+// can fix, so that a service is not restarted for it: no store where one
+// must be (ErrNoStore), a path that is not a file, a permission (the file,
+// its -shm or its directory owned by another user, a read-only file
+// system), a schema from a newer release. A damaged file, a full disk or
+// any other failure of the file is not: those are the store's (exit 74).
+func Misconfigured(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case sqlite3.ErrPerm, sqlite3.ErrReadonly, sqlite3.ErrAuth:
+			return true
+		case sqlite3.ErrCantOpen:
+			return se.SystemErrno == syscall.EACCES || se.SystemErrno == syscall.EPERM || se.SystemErrno == syscall.EROFS
+		}
+		return false
+	}
+	var newer NewerSchemaError
+	return errors.Is(err, ErrNoStore) || errors.Is(err, errNotRegular) || errors.As(err, &newer) ||
+		errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOTDIR)
 }
 
 // Ping asks whether the store can keep a record now: a durable write of
