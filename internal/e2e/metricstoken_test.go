@@ -47,6 +47,11 @@ func TestMetricsTokenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.publishFiles(brokertest.Claims("tok", "C-tok", 3, true)...)
+	// The production profile creates no store: the first deployment's
+	// step (docs/operations.md) does.
+	if r := w.runEnv(nil, "consumer", "--init-store"); r.code != 0 {
+		t.Fatalf("consumer --init-store: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	p := w.start("consumer", "--claim", w.url, "--max-seconds", "60", "--profile", "production", "--retry-delays", "",
