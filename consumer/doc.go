@@ -243,14 +243,12 @@
 //	                      first failure)
 //	--metrics-addr ADDR   serve /metrics, /healthz, /readyz on host:port
 //	--metrics-token-file FILE
-//	                      /metrics asks for FILE's token as a bearer token
-//	                      (with --metrics-addr; default: no authentication)
+//	                      /metrics asks for FILE's token (bearer; default none)
 //	--unready-after n     partner calls in a row that failed before /readyz
 //	                      answers 503, 1 to 1000 (default 5)
-//	--create-store=false  exit 78 when the dedup store is not there, rather
-//	                      than create it (default true; false in production)
-//	--init-store          create the dedup store if it is not there, say so
-//	                      on stdout, and exit 0 (--claim not needed)
+//	--create-store=false  exit 78 rather than create a missing dedup store
+//	                      (default true; false in production)
+//	--init-store          create the dedup store if missing, and exit 0
 //	--profile name        lab (default: nothing changed) or production
 //	                      (its flags: -h full); flags given win
 //	-h, --help            print the usage and the flags on stdout and exit 0
