@@ -127,13 +127,16 @@ func (s *Store) takeExisting(ctx context.Context, conn *pgxpool.Conn, id string,
 	key := pgKey(id)
 	for {
 		var state string
-		var reason *string
-		var f claim.Found
-		if err := conn.QueryRow(ctx, `SELECT state, reason, failures, lineage, dead_token FROM claims WHERE message_id = $1`, key).
-			Scan(&state, &reason, &f.Failures, &f.Lineage, &f.DeadToken); err != nil {
+		var reason, owner *string
+		var r claim.Stored
+		if err := conn.QueryRow(ctx, `SELECT state, reason, failures, lineage, dead_token, owner FROM claims WHERE message_id = $1`, key).
+			Scan(&state, &reason, &r.Failures, &r.Lineage, &r.DeadToken, &owner); err != nil {
 			return claim.Begun{}, err
 		}
-		f.State, f.Reason = claim.ParseState(state), claim.StoredReason(deref(reason))
+		r.State, r.Reason, r.Holder = claim.ParseState(state), claim.StoredReason(deref(reason)), deref(owner)
+		// Our session holds the claim's lock: a holder named on the record
+		// lost its lock with its session, so it is not live.
+		f := r.Found(claim.HeldElsewhere(r, claim.Holding{Holder: s.owner}, false))
 		b := claim.Begin(f, cp)
 		if b.Result != claim.Acquired {
 			return b, nil
