@@ -14,12 +14,14 @@ import (
 // Solo mode: one store write per claim when no other process shares the
 // SQLite file.
 //
-// The in-progress row that Begin writes exists only to tell another
-// process sharing the file that this one is calling the partner with that
-// id. When no other process has the file open for writing, nobody reads
-// it: the claims this store holds can live in memory (held), Begin only
-// reads the record, and Finish writes it in one statement. That halves the
-// transactions per claim and takes Begin out of the writer's queue.
+// The in-progress row that Begin writes of an id never seen exists only
+// to tell another process sharing the file that this one is calling the
+// partner with that id. When no other process has the file open for
+// writing, nobody reads it: such claims can live in memory (held), Begin
+// only reads the record, and Finish writes it in one statement. That
+// halves the transactions per claim and takes Begin out of the writer's
+// queue. (A claim with a record is taken with its row written, as when
+// the file is shared: see soloBegin.)
 //
 // Who shares the file is known from a lock file beside it (<file>-lock),
 // with open-file-description locks (Linux), two bytes:
