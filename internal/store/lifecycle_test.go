@@ -444,3 +444,122 @@ func lifeFinish(rt *rapid.T, h *lifeHolder, id string, a claim.Attempt, model ma
 	}
 	model[id] = want
 }
+
+// The disagreements the differential test (or writing claim.Finish) found,
+// each as a fixed case.
+
+// TestStepDoneWhileHeldElsewhere: a copy of a step carried out is acked at
+// once, even while another live holder has the claim in flight
+// (claim.Begin). PostgreSQL answered Busy from the lock alone.
+func TestStepDoneWhileHeldElsewhere(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
+		begin := func(s Store, c claim.Copy, want claim.BeginResult) {
+			t.Helper()
+			if got, err := s.Begin(ctx, "g", c, time.Hour); err != nil || got.Result != want {
+				t.Fatalf("Begin %+v: %+v %v, want %v", c, got, err, want)
+			}
+		}
+		begin(a, claim.Copy{Fresh: true}, claim.Acquired)
+		// Its delayed copy confirmed: step 0 is carried out.
+		if _, err := a.Finish(ctx, "g", claim.Attempt{Outcome: claim.OutDelayed, Called: true, Lineage: 1}); err != nil {
+			t.Fatal(err)
+		}
+		begin(a, claim.Copy{Fresh: true, Step: 1, Token: "t1"}, claim.Acquired)
+		// The original, redelivered to b while a calls with step 1.
+		begin(b, claim.Copy{Step: 0}, claim.StepDone)
+		// Anything b would take waits for a.
+		begin(b, claim.Copy{Step: 1, Token: "t1"}, claim.Busy)
+	})
+}
+
+// TestLateHolderAfterEqualOutcome: a holder whose session ended records
+// its outcome after another holder took the claim and recorded the same
+// state. Its outcome is written by the rule for a late holder (the record
+// is nobody's: claim.Finish writes it); PostgreSQL took the other's equal
+// state for its own COMMIT and lost its lineage and dead token.
+func TestLateHolderAfterEqualOutcome(t *testing.T) {
+	loc := pgtest.New(t)
+	a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
+	if got, err := a.Begin(ctx, "g", claim.Copy{Step: 1, Token: "t1"}, time.Hour); err != nil || got.Result != claim.Acquired {
+		t.Fatalf("a: %+v %v", got, err)
+	}
+	terminateHolder(t, loc, "g")
+	if got, err := b.Begin(ctx, "g", claim.Copy{Step: 1, Token: "t2"}, time.Hour); err != nil || got.Result != claim.Acquired {
+		t.Fatalf("b: %+v %v, want acquired once a's session is gone", got, err)
+	}
+	if _, err := b.Finish(ctx, "g", claim.Attempt{Outcome: claim.OutFailed, Called: true, Lineage: 2, Token: "t2"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Finish(ctx, "g", claim.Attempt{Outcome: claim.OutFailed, Called: true, Lineage: 3, Token: "t1"})
+	if err != nil && Transient(err) {
+		out, err = a.Finish(ctx, "g", claim.Attempt{Outcome: claim.OutFailed, Called: true, Lineage: 3, Token: "t1"})
+	}
+	if err != nil || out != claim.OutFailed {
+		t.Fatalf("a's late Finish: %v %v", out, err)
+	}
+	c, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var attempts, lineage int
+	var token string
+	if err := c.QueryRow(ctx, `SELECT attempts, lineage, dead_token FROM claims WHERE message_id = 'g'`).Scan(&attempts, &lineage, &token); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 2 || lineage != 3 || token != "t1" {
+		t.Errorf("record: attempts %d, lineage %d, dead token %q; want 2, 3, t1 (claim.Finish)", attempts, lineage, token)
+	}
+}
+
+// TestSoloReplayAfterDeath: a solo SQLite store that took a replay of a
+// dead claim and died before its outcome leaves the claim in flight, as a
+// shared one does (claim.Start), so that the replay's redelivered copy is
+// called, not rejected again with the old reason.
+func TestSoloReplayAfterDeath(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "processed.db")
+	dead := &deadSet{}
+	open := func(owner string) *sqlite.Store {
+		s, err := sqlite.Open(file, sqlite.Options{Owner: owner, Liveness: dead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	s := open("first")
+	if got, err := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Acquired {
+		t.Fatalf("Begin: %+v %v", got, err)
+	}
+	if _, err := s.Finish(ctx, "g", claim.Attempt{Outcome: claim.OutRejected, Called: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || got.Result != claim.Acquired || !got.Restart {
+		t.Fatalf("the replay: %+v %v, want acquired, restarting", got, err)
+	}
+	s.Close() // its death: the process goes, and its lock on the file
+	dead.kill("first")
+	s2 := open("second")
+	if got, err := s2.Begin(ctx, "g", claim.Copy{}, time.Hour); err != nil || got.Result != claim.Acquired {
+		t.Fatalf("the replay redelivered: %+v %v, want acquired (not rejected again unsent)", got, err)
+	}
+}
+
+// TestSoloLeavesAnothersClaim: a solo SQLite store records an outcome
+// decided without a Begin on a claim that a store that shared the file
+// left in flight; like a shared store (claim.Finish), it counts it and
+// leaves the record to that holder.
+func TestSoloLeavesAnothersClaim(t *testing.T) {
+	s := openStore(t, filepath.Join(t.TempDir(), "processed.db"), holderA)
+	sqliteExec(t, s, claim.SQL(`INSERT INTO claims (message_id, state, owner, lease_until, updated_at) VALUES ('g', {inflight}, 'elsewhere:9:9', ?, 0)`),
+		time.Now().Add(time.Hour).UnixMilli())
+	if out, err := s.Finish(ctx, "g", claim.Attempt{Outcome: claim.OutUnsendable, Called: true}); err != nil || out != claim.OutUnsendable {
+		t.Fatalf("Finish: %v %v", out, err)
+	}
+	rec, _, err := s.Get(ctx, "g")
+	if err != nil || rec.State != claim.StateInFlight || rec.Attempts != 1 {
+		t.Fatalf("record: %+v %v; want in flight still, one attempt counted", rec, err)
+	}
+}
