@@ -110,7 +110,7 @@ type relay struct {
 	store   store.Store
 	partner *partner.Client
 	pause   *pauser // --pause-when-down (nil: never pauses)
-	// storeDown is closed while the dedup store is unavailable (store.go);
+	// storeDown is shut while the dedup store is unavailable (store.go);
 	// abandon is closed when the relay stops waiting for it.
 	storeDown *gate
 	abandon   chan struct{}
@@ -230,7 +230,7 @@ func (r *relay) end(err error, elapsed time.Duration, stdout, stderr io.Writer) 
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	if down, why := r.storeDown.isDown(); down {
+	if down, why := r.storeDown.isShut(); down {
 		return fail.Errorf(fail.IO, "dedup store %s was still unavailable when the run ended: %s", r.store.Path(), why)
 	}
 	// The lab's grader expects 0 even when every claim went to the DLQ;

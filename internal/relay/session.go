@@ -206,7 +206,7 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 	}
 	var reopened <-chan struct{} // while held back (the store down): closed when it answers
 	for {
-		storeDown := r.storeDown.closed()
+		storeDown := r.storeDown.whenShut()
 		if deliveries == nil {
 			storeDown = nil // held back already
 		}
@@ -224,7 +224,7 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 			if err := r.holdBack(ch, deliveries); err != nil {
 				return err
 			}
-			deliveries, reopened = nil, r.storeDown.opens()
+			deliveries, reopened = nil, r.storeDown.whenOpen()
 		case <-reopened:
 			var err error
 			if deliveries, err = ch.Consume(topo.Queue, r.tag, false /* autoAck: never */, false, false, false, nil); err != nil {
