@@ -3,6 +3,8 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -53,13 +55,13 @@ func (w *world) config() relay.Config {
 	}
 }
 
-// withDelays declares the delay queues of delays (as topology
-// -retry-delays does) and sets the plan in cfg.
-func (w *world) withDelays(cfg *relay.Config, delays ...time.Duration) {
+// withDelays declares the delay queues of delays, of type kind (as
+// topology -retry-delays does), and sets the plan in cfg.
+func (w *world) withDelays(cfg *relay.Config, kind topo.QueueType, delays ...time.Duration) {
 	w.t.Helper()
 	ch := w.vh.Channel(w.t)
 	for _, d := range delays {
-		if err := topo.DeclareQueue(ch, topo.RetryQueue(topo.Classic, retry.QueueName(d), d)); err != nil {
+		if err := topo.DeclareQueue(ch, topo.RetryQueue(kind, retry.QueueName(d), d)); err != nil {
 			w.t.Fatal(err)
 		}
 	}
@@ -167,3 +169,22 @@ func (w *world) record(id string) claim.Record {
 	}
 	return rec
 }
+
+// runOnce is one relay.Run to its end, in the caller's goroutine (cfg
+// should end it: MaxRun, or a refusal at start); its log goes to log.
+func runOnce(ctx context.Context, cfg relay.Config, stdout, log io.Writer) error {
+	cfg.Log = slog.New(slog.NewTextHandler(log, nil))
+	return relay.Run(ctx, ctx, cfg, stdout, log)
+}
+
+func guids(prefix string, n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("%s-%03d", prefix, i))
+	}
+	return out
+}
+
+func claimsysDelay(ms int) claimsys.Control { return claimsys.Control{DelayMS: &ms} }
+
+func force(status int) claimsys.Control { return claimsys.Control{ForceStatus: &status} }

@@ -16,6 +16,7 @@ import (
 	"eaimq/internal/claim"
 	"eaimq/internal/fail"
 	"eaimq/internal/retry"
+	"eaimq/internal/topo"
 )
 
 // holdFirstAnswer makes the first partner answer of the run wait, in its
@@ -65,7 +66,7 @@ func closeConnections(t *testing.T, w *world) {
 func TestOldDeliverySettlesOnItsSession(t *testing.T) {
 	w := newWorld(t)
 	cfg := w.config()
-	w.withDelays(&cfg, time.Minute) // the copy waits there until the test is over
+	w.withDelays(&cfg, topo.Classic, time.Minute) // the copy waits there until the test is over
 	held, release := holdFirstAnswer(&cfg.Hooks.AfterAnswer)
 	w.vh.PublishClaims(t, brokertest.Claim("own-1", "BUSY-own", "r.pdf"))
 	r := w.start(cfg)
