@@ -57,7 +57,13 @@ var errStop = errors.New("stop")
 // that died can stop the run while this loop redials a broker that is
 // away: the run then ends at once, not when the broker is back.
 func (r *relay) consume(interrupted, soft context.Context) error {
-	work, stopWorkers := r.workers(soft)
+	// The workers' end of the run is soft, or a stop that ends it early: a
+	// worker waiting for the claim system to answer (--pause-when-down),
+	// for another consumer's call or for a blocked broker must not hold
+	// the drain after a fatal stop until --max-seconds.
+	running, endRunning := r.untilStop(soft)
+	defer endRunning()
+	work, stopWorkers := r.workers(running)
 	defer stopWorkers()
 
 	backoff := 100 * time.Millisecond
