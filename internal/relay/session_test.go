@@ -151,3 +151,51 @@ func TestFatalStopDuringBackoff(t *testing.T) {
 		t.Errorf("the run ended as cancelled: %v", r.err)
 	}
 }
+
+// TestFatalStopWhilePaused: a stop drains, waiting for the workers; one
+// of them waits for the claim system to answer (--pause-when-down), which
+// it does not. The run still ends at once with the stop's cause (the
+// store lost its schema), not at --max-seconds: every worker's wait
+// watches the fatal stop too.
+func TestFatalStopWhilePaused(t *testing.T) {
+	w := newWorld(t)
+	cfg := w.config()
+	cfg.Claims = "http://127.0.0.1:1/v1/claims" // refused: no answer, ever
+	cfg.PauseWhenDown, cfg.PauseAfter = true, 1
+	cfg.Prefetch = 2
+	cfg.MaxRun = time.Minute
+	held, release := holdFirstAnswer(&cfg.Hooks.AfterAnswer)
+	w.vh.PublishClaims(t, brokertest.Claim("paused-1", "C-p1", "r.pdf"))
+	r := w.start(cfg)
+
+	// The first call got no answer: the relay pauses (before the hook).
+	waitClosed(t, held, "the first answer held")
+	brokertest.Eventually(t, 30*time.Second, "the pause", func() bool { return strings.Contains(r.log.String(), "claim system down: pausing") })
+	// Published now, the second claim reaches the other worker while the
+	// pause is on: it waits there, before its call.
+	w.vh.PublishClaims(t, brokertest.Claim("paused-2", "C-p2", "r.pdf"))
+	brokertest.Eventually(t, 30*time.Second, "both claims with the workers", func() bool {
+		return w.vh.Queues(t)[topo.Queue].Unacked == 2
+	})
+	db, err := sql.Open("sqlite3", w.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("DROP TABLE attempts; DROP TABLE claims"); err != nil {
+		t.Fatal(err)
+	}
+	close(release) // the first answer's record fails: a fatal stop
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the run did not end within 10s of the store's failure, a worker paused:\n%s", r.log.String())
+	}
+	if fail.Of(r.err) != fail.IO || !strings.Contains(r.err.Error(), "dedup store") {
+		t.Errorf("the run ended with %v (class %v), want the store's failure", r.err, fail.Of(r.err))
+	}
+	brokertest.Eventually(t, 10*time.Second, "both claims back in claim.in", func() bool {
+		q := w.vh.Queues(t)[topo.Queue]
+		return q.Messages == 2 && q.Unacked == 0
+	})
+}
