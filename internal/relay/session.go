@@ -109,6 +109,13 @@ func (r *relay) consume(interrupted, soft context.Context) error {
 		s.delay.close()
 		broker.Close(conn)
 		if errors.Is(err, errStop) {
+			// A stop that came as the run ended still says why: the
+			// session's select picks at random among the cases ready.
+			select {
+			case <-r.fatal:
+				return r.why
+			default:
+			}
 			return nil
 		}
 		// What stop was given (a store failure, a missing route) has a
