@@ -7,19 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claim"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
-	"eaimq/internal/relay"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -65,183 +60,6 @@ func TestOnly201IsDelivered(t *testing.T) {
 	h.runUntil("delivered with 200 accepted", func() bool { return h.drained() && h.calls("ok200-1") == 2 }, "--accept-status", "201,200")
 	if rec := h.record("ok200-1"); !rec.Delivered() {
 		t.Fatalf("with --accept-status 201,200: %+v", rec)
-	}
-}
-
-// TestDeadQueueDeletedMidRun: claim.dead deleted by hand while the
-// consumer runs. A 422 must not be rejected into nothing: the consumer
-// stops with 78, the claim stays in claim.in; after topology, the next run
-// dead-letters it without calling the partner again.
-func TestDeadQueueDeletedMidRun(t *testing.T) {
-	h := newHarness(t)
-	h.vh.PublishClaims(t, brokertest.Claim("first-ok", "C-0", "r.pdf"))
-	c := h.start("--max-seconds", "60")
-	brokertest.Eventually(t, 30*time.Second, "the first claim delivered", func() bool { return h.drained() && h.calls("first-ok") == 1 })
-	ch := h.vh.Channel(t)
-	if _, err := ch.QueueDelete(topo.DeadQueue, false, false, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := h.vh.Queues(t)[topo.DeadQueue]; ok {
-		t.Fatal("claim.dead still exists")
-	}
-	h.vh.PublishClaims(t, brokertest.Claim("nodocs-x", "C-X"))
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the consumer went on with no dead-letter route")
-	}
-	if c.code != cli.ExitConfig || !strings.Contains(c.stderr.String(), "run topology") {
-		t.Fatalf("exit %d, want 78 naming topology:\n%s", c.code, c.stderr.String())
-	}
-	if q := h.vh.Queues(t)[topo.Queue]; q.Messages != 1 {
-		t.Fatalf("the rejected claim is not back in claim.in: %+v", q)
-	}
-	// At start, the missing route is refused too.
-	var out, errb bytes.Buffer
-	err := run(context.Background(), context.Background(), []string{"--claim", h.url, "--max-seconds", "1"}, h.getenv(), &out, &errb)
-	if cli.Code(err) != cli.ExitConfig || !strings.Contains(err.Error(), "claim.dead") || out.Len() != 0 {
-		t.Fatalf("start without claim.dead: exit %d %v, stdout %q", cli.Code(err), err, out.String())
-	}
-	h.vh.Topology(t)
-	h.runUntil("dead-lettered after topology", func() bool { return h.drained() && h.vh.Depth(t, topo.DeadQueue) == 1 })
-	if n := h.calls("nodocs-x"); n != 1 {
-		t.Errorf("the 422 claim was called %d times, want 1 (its decision was on record)", n)
-	}
-}
-
-// TestLostRejectIsNotCalledAgain: the connection goes between the record
-// of a dead-letter decision and the reject. The redelivered copy meets the
-// decision and is rejected again without a call: a 422 claim is called
-// once, a BUSY claim twice, never three times.
-func TestLostRejectIsNotCalledAgain(t *testing.T) {
-	h := newHarness(t)
-	var mu sync.Mutex
-	closed := map[string]bool{}
-	var lost atomic.Int32
-	h.hooks.BeforeAct = func(d amqp.Delivery, out claim.Outcome) {
-		if out.Action != claim.DeadLetter {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if closed[d.MessageId] {
-			return
-		}
-		closed[d.MessageId] = true
-		// The fault: the channel dies before the reject goes out.
-		if ch := relay.ChannelOf(d); ch != nil {
-			ch.Close()
-			lost.Add(1)
-		}
-	}
-	h.vh.PublishClaims(t, brokertest.Claim("nd-1", "C-1"), brokertest.Claim("bz-1", "BUSY-1", "r.pdf"))
-	c := h.runUntil("both dead-lettered", func() bool { return h.drained() && h.vh.Depth(t, topo.DeadQueue) == 2 })
-	if lost.Load() != 2 {
-		t.Fatalf("the fault happened %d times, want 2", lost.Load())
-	}
-	if n := h.calls("nd-1"); n != 1 {
-		t.Errorf("the 422 claim was called %d times, want 1", n)
-	}
-	if n := h.calls("bz-1"); n != 2 {
-		t.Errorf("the BUSY claim was called %d times, want 2", n)
-	}
-	if !strings.Contains(c.stderr.String(), "rejected again without a call") {
-		t.Errorf("log:\n%s", c.stderr.String())
-	}
-}
-
-// TestAnswerInHandIsRecordedOnForcedExit: a second signal arrives after
-// the partner answered 201 and before the record. The answer is recorded
-// anyway, so the claim's next copy is a duplicate, not a second call.
-func TestAnswerInHandIsRecordedOnForcedExit(t *testing.T) {
-	h := newHarness(t)
-	h.vh.PublishClaims(t, brokertest.Claim("inhand-1", "C-1", "r.pdf"))
-	var c *consumer
-	var fired atomic.Bool
-	started := make(chan struct{})
-	h.hooks.AfterAnswer = func(out claim.Outcome) {
-		if out == claim.OutDelivered && fired.CompareAndSwap(false, true) {
-			<-started
-			c.stop()
-			c.kill() // the second signal, with the 201 in hand
-		}
-	}
-	c = h.start("--max-seconds", "60")
-	close(started)
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no forced exit")
-	}
-	if !fired.Load() || c.code != cli.ExitInterrupted {
-		t.Fatalf("fired %v, exit %d", fired.Load(), c.code)
-	}
-	if rec := h.record("inhand-1"); !rec.Delivered() {
-		t.Fatalf("the 201 in hand was thrown away: %+v", rec)
-	}
-	h.runUntil("the copy acked as a duplicate", h.drained)
-	if n := h.calls("inhand-1"); n != 1 {
-		t.Errorf("called %d times, want 1", n)
-	}
-}
-
-// TestWaitingCopyDoesNotCallAfterDeadline: two copies of a BUSY claim; the
-// second waits behind the first's call, which outlives --max-seconds. When
-// the first fails, the second must not start a call after the deadline.
-func TestWaitingCopyDoesNotCallAfterDeadline(t *testing.T) {
-	h := newHarness(t)
-	h.partner.Set(claimsysDelay(1500))
-	busy := brokertest.Claim("wait-1", "BUSY-1", "r.pdf")
-	h.vh.PublishClaims(t, busy, busy)
-	var out, errb bytes.Buffer
-	ctx := context.Background()
-	start := time.Now()
-	if err := run(ctx, ctx, []string{"--claim", h.url, "--max-seconds", "0.5"}, h.getenv(), &out, &errb); err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
-	if n := h.calls("wait-1"); n != 1 {
-		t.Errorf("%d calls in a run of 0.5 s whose first call took 1.5 s, want 1 (took %s)", n, took)
-	}
-}
-
-// TestUnsendable: a message_id or content type that cannot be an HTTP
-// header value is dead-lettered at once with its own reason: no call, no
-// retry burned.
-func TestUnsendable(t *testing.T) {
-	h := newHarness(t)
-	h.vh.Publish(t,
-		amqp.Publishing{MessageId: "nl\nid", Body: brokertest.Claim("x1", "C-1", "r.pdf")},
-		amqp.Publishing{MessageId: "bel\aid", Body: brokertest.Claim("x2", "C-2", "r.pdf")},
-		amqp.Publishing{MessageId: "ct-1", ContentType: "application/json\r\nX-Evil: 1", Body: brokertest.Claim("ct-1", "C-3", "r.pdf")},
-	)
-	c := h.runUntil("three dead-lettered", func() bool { return h.drained() && h.vh.Depth(t, topo.DeadQueue) == 3 })
-	if n := h.totalCalls(); n != 0 {
-		t.Errorf("the partner was called %d times", n)
-	}
-	if rec := h.record("ct-1"); rec.Outcome != claim.OutUnsendable || rec.Attempts != 0 || !strings.Contains(rec.DeadReason, "content_type") {
-		t.Errorf("record: %+v", rec)
-	}
-	if !strings.Contains(c.stdout.String(), "3 unsendable") {
-		t.Errorf("summary: %s", c.stdout.String())
-	}
-}
-
-// TestGuidIsExact: without a message_id the consumer keys on the body's
-// exact-case "guid", byte-exact (the rule publish applies): "GUID" is not
-// a guid, and two guids that differ only in invalid bytes are two claims.
-func TestGuidIsExact(t *testing.T) {
-	h := newHarness(t)
-	h.vh.Publish(t,
-		amqp.Publishing{Body: []byte(`{"GUID":"upper-1","claimId":"C-U","docs":["r.pdf"]}`)},
-		amqp.Publishing{Body: []byte(`{"guid":"exact-1","claimId":"C-E","docs":["r.pdf"]}`)},
-	)
-	h.runUntil("settled", func() bool { return h.drained() && h.totalCalls() == 1 && h.vh.Depth(t, topo.DeadQueue) == 1 })
-	if n := h.calls("exact-1"); n != 1 {
-		t.Errorf("exact guid: %d calls", n)
-	}
-	if rec := h.record("upper-1"); rec.State != "" {
-		t.Errorf("GUID was taken as the guid: %+v", rec)
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
@@ -115,14 +114,6 @@ func (h *harness) drained() bool {
 func (h *harness) calls(guid string) int { return h.partner.Stats().ByGuid[guid] }
 
 func (h *harness) totalCalls() int { return h.partner.Stats().Total }
-
-func guids(prefix string, n int) []string {
-	var out []string
-	for i := range n {
-		out = append(out, fmt.Sprintf("%s-%03d", prefix, i))
-	}
-	return out
-}
 
 func claimsysDelay(ms int) claimsys.Control { return claimsys.Control{DelayMS: &ms} }
 

@@ -44,6 +44,9 @@ func TestListRedactAndVHost(t *testing.T) {
 // real broker: Dial connects to the second. When none answers, the error
 // says why for each, without a password, with their common exit code.
 func TestDialListFailsOver(t *testing.T) {
+	if testing.Short() { // brokertest.SkipShort's rule; brokertest imports this package
+		t.Skip("skipped under -short: needs the RabbitMQ broker")
+	}
 	dead := "amqp://guest:S3cretA@127.0.0.1:1/%2F"
 	live := "amqp://guest:guest@127.0.0.1:5672/%2F"
 	conn, err := Dialer{Timeout: 5 * time.Second}.Dial(context.Background(), dead+","+live)

@@ -45,6 +45,7 @@ var (
 // with what to do.
 func Ctl(t testing.TB) rabbitctl.Ctl {
 	t.Helper()
+	SkipShort(t, "the RabbitMQ broker")
 	detectOnce.Do(func() {
 		if c, ok := rabbitctl.FromEnv(os.Getenv); ok {
 			detected = c
@@ -83,6 +84,7 @@ func New(t testing.TB) *VHost {
 // NewOn is New on the node ctl reaches, whose AMQP listener base names.
 func NewOn(t testing.TB, ctl rabbitctl.Ctl, base string) *VHost {
 	t.Helper()
+	SkipShort(t, "the RabbitMQ broker")
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("parse %s: %v", base, err)

@@ -36,6 +36,7 @@ func ClusterCtl(n int) rabbitctl.Ctl { return rabbitctl.Ctl{Node: ClusterNode(n)
 // runs its app and sees the other two as running members.
 func NeedCluster(t testing.TB) Cluster {
 	t.Helper()
+	SkipShort(t, "the local RabbitMQ cluster")
 	for n := 1; n <= ClusterSize; n++ {
 		out, err := ClusterCtl(n).Run(context.Background(), "-q", "cluster_status", "--formatter", "json")
 		if err != nil {

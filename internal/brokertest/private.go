@@ -26,6 +26,7 @@ import (
 // stops.
 func PrivateNode(t testing.TB, node string, port int) (up, stop func()) {
 	t.Helper()
+	SkipShort(t, "a RabbitMQ node of its own")
 	_, file, _, _ := runtime.Caller(0)
 	mqUp := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "mq-up.sh")
 	up = func() {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -103,8 +104,15 @@ func (w *world) account(scenario string, published []string, boundDup int, bound
 // TestMain writes the fault table to $EAIMQ_FAULT_REPORT when set
 // (scripts/faults.sh does, for docs/fault-suite.md), and removes the
 // programs installed for the run (about 70 MiB in the temporary directory
-// each run).
+// each run). Under -short (the contributors' fast loop, with no server)
+// the package is skipped whole: its tests run the installed programs
+// against the broker, some against PostgreSQL or in a browser.
 func TestMain(m *testing.M) {
+	flag.Parse() // testing.Short reads the parsed flags
+	if testing.Short() {
+		fmt.Println("internal/e2e: skipped under -short: its tests run the installed programs against the broker")
+		os.Exit(0)
+	}
 	code := m.Run()
 	if installDir != "" {
 		os.RemoveAll(installDir)

@@ -32,6 +32,7 @@ const howToStart = "start it with scripts/pg-up.sh (or run scripts/test.sh, whic
 // how to start the server, when the server cannot be reached.
 func New(t testing.TB) string {
 	t.Helper()
+	skipShort(t, "the PostgreSQL server")
 	base := os.Getenv(EnvBaseURL)
 	if base == "" {
 		base = DefaultBaseURL
@@ -73,4 +74,15 @@ func connect(t testing.TB, base string) *pgx.Conn {
 		t.Fatalf("PostgreSQL is not reachable at %s: %v; %s", redact.URL(base), err, howToStart)
 	}
 	return c
+}
+
+// skipShort skips t under go test -short, the contributors' fast loop that
+// needs no server, saying what t needs instead (brokertest.SkipShort's
+// rule). Without -short nothing is skipped: a server that cannot be
+// reached fails the test, saying how to start it.
+func skipShort(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("skipped under -short: needs %s", needs)
+	}
 }

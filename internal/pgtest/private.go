@@ -29,6 +29,7 @@ type Server struct {
 // its files) when the test ends.
 func PrivateServer(t testing.TB) *Server {
 	t.Helper()
+	skipShort(t, "a PostgreSQL server of its own")
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
 	if len(bins) == 0 {
 		t.Fatalf("no PostgreSQL server binaries in /usr/lib/postgresql/*/bin: %s", howToStart)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"eaimq/internal/claim"
 	"eaimq/internal/fail"
 	"eaimq/internal/partner"
@@ -32,6 +34,13 @@ func (r *relay) act(d *delivery, out claim.Outcome, detail string, a partner.Ans
 		extra = delayExtra(wait)
 		err = d.Ack(false)
 	case claim.DeadLetter:
+		if d.s.acks.ch.IsClosed() {
+			// Its session is over: the broker gave d back with the
+			// connection, and no reject can reach it now. Said as for an
+			// ack that failed, not as a route that is missing.
+			err = amqp.ErrClosed
+			break
+		}
 		// The broker drops a rejected message whose dead-letter route is
 		// gone, and says nothing. Check the route first; if it is gone,
 		// reject nothing and stop: the claim stays in claim.in, its
@@ -82,11 +91,12 @@ func (r *relay) notDelayed(d *delivery, att claim.Attempt, a partner.Answer, wai
 	d.Nack(false, true /* requeue */)
 }
 
-// routeReady checks the dead-letter route before a reject (deadRoute).
-// When the check fails, d stays in claim.in, unacked, and a route that is
-// gone ends the run.
+// routeReady checks the dead-letter route before a reject (deadRoute), on
+// the connection of d's session, whose channel rejects it. When the check
+// fails, d stays in claim.in, unacked, and a route that is gone ends the
+// run.
 func (r *relay) routeReady(d *delivery, out claim.Outcome, detail string, a partner.Answer) bool {
-	err := r.route.Load().verify()
+	err := d.s.route.verify()
 	if err == nil {
 		return true
 	}

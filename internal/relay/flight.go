@@ -49,8 +49,9 @@ func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
 	}
 }
 
-// waitOrHard waits for wg unless the hard context ends first.
-func waitOrHard(hard context.Context, wg *sync.WaitGroup) {
+// waitUnlessForced waits for wg unless the hard stop (the second signal)
+// comes first.
+func waitUnlessForced(hard context.Context, wg *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {

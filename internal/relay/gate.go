@@ -6,52 +6,54 @@ import (
 	"time"
 )
 
-// gate holds the workers back while something they need is down. Closing
-// it starts one goroutine that probes with backoff (250 ms doubling to
-// 5 s) until the probe succeeds, and then opens it again. It keeps how long
-// and how often it was closed, and why, for the summary and /readyz.
+// gate holds the workers back while something they need is down: the
+// claim system (pause.go) or the dedup store (store.go). Shutting it
+// starts one goroutine that probes with backoff (250 ms doubling to 5 s)
+// until the probe succeeds, and then opens it again. It keeps how long
+// and how often it was shut, and why, for the summary and /readyz.
 type gate struct {
 	probe func(context.Context) error
-	// giveUp, when set, is called once the gate has been closed for
-	// limit: the probing stops there, the gate stays closed.
-	limit  time.Duration
-	giveUp func(why string)
-	opened func(down time.Duration) // after it opens again
+	// onGiveUp, when set, is called once the gate has been shut for
+	// giveUpAfter: the probing stops there, and the gate stays shut.
+	giveUpAfter time.Duration
+	onGiveUp    func(why string)
+	onOpen      func(shut time.Duration) // after it opens again
 
-	mu     sync.Mutex
-	open   chan struct{} // closed while open; replaced when it closes
-	shut   chan struct{} // closed while closed; replaced when it opens
-	down   bool
-	since  time.Time
-	total  time.Duration
-	closes int
-	why    string // the last closing's cause
+	mu        sync.Mutex
+	whileOpen chan struct{} // closed while the gate is open; a new one each time it shuts
+	whileShut chan struct{} // closed while the gate is shut; a new one each time it opens
+	shutNow   bool
+	shutAt    time.Time
+	shutTotal time.Duration // the shuts that ended
+	shuts     int
+	why       string // the last shut's cause
 }
 
 func newGate(probe func(context.Context) error) *gate {
 	open := make(chan struct{})
 	close(open)
-	return &gate{probe: probe, open: open, shut: make(chan struct{})}
+	return &gate{probe: probe, whileOpen: open, whileShut: make(chan struct{})}
 }
 
-// close closes the gate for why, and starts probing (bounded by ctx, the
-// run) unless it is closed already. It reports whether this call closed it.
-func (g *gate) close(ctx context.Context, why string) bool {
+// shut shuts the gate for why, and starts probing (bounded by ctx, the
+// run) unless it is shut already. It reports whether this call shut it,
+// so that only the first caller logs it.
+func (g *gate) shut(ctx context.Context, why string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.down {
+	if g.shutNow {
 		return false
 	}
-	g.down, g.since, g.why = true, time.Now(), why
-	g.closes++
-	g.open = make(chan struct{})
-	close(g.shut)
+	g.shutNow, g.shutAt, g.why = true, time.Now(), why
+	g.shuts++
+	g.whileOpen = make(chan struct{})
+	close(g.whileShut)
 	go g.probeUntilUp(ctx)
 	return true
 }
 
-// probeUntilUp probes until the probe succeeds, ctx ends or the limit is
-// reached.
+// probeUntilUp probes until the probe succeeds, ctx ends or giveUpAfter
+// has passed.
 func (g *gate) probeUntilUp(ctx context.Context) {
 	backoff := 250 * time.Millisecond
 	for {
@@ -61,78 +63,77 @@ func (g *gate) probeUntilUp(ctx context.Context) {
 			return
 		}
 		if g.probe(ctx) == nil {
-			g.reopen()
+			g.open()
 			return
 		}
 		g.mu.Lock()
-		over, why := g.limit > 0 && time.Since(g.since) >= g.limit, g.why
+		over, why := g.giveUpAfter > 0 && time.Since(g.shutAt) >= g.giveUpAfter, g.why
 		g.mu.Unlock()
-		if over && g.giveUp != nil {
-			g.giveUp(why)
+		if over && g.onGiveUp != nil {
+			g.onGiveUp(why)
 			return
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
-func (g *gate) reopen() {
+// open opens the gate again, after a probe succeeded.
+func (g *gate) open() {
 	g.mu.Lock()
-	d := time.Since(g.since)
-	g.total += d
-	g.down = false
-	close(g.open)
-	g.shut = make(chan struct{})
-	opened := g.opened
+	d := time.Since(g.shutAt)
+	g.shutTotal += d
+	g.shutNow = false
+	close(g.whileOpen)
+	g.whileShut = make(chan struct{})
+	onOpen := g.onOpen
 	g.mu.Unlock()
-	if opened != nil {
-		opened(d)
+	if onOpen != nil {
+		onOpen(d)
 	}
 }
 
-// wait returns true at once when the gate is open, or when it opens; false
-// when ctx ended first.
-func (g *gate) wait(ctx context.Context) bool {
-	g.mu.Lock()
-	open := g.open
-	g.mu.Unlock()
+// waitOpen returns true at once when the gate is open, or when it opens;
+// false when ctx ended first.
+func (g *gate) waitOpen(ctx context.Context) bool {
 	select {
-	case <-open:
+	case <-g.whenOpen():
 		return true
 	case <-ctx.Done():
 		return false
 	}
 }
 
-// opens is closed once the gate is open (at once when it is).
-func (g *gate) opens() <-chan struct{} {
+// whenOpen is closed once the gate is open (at once when it is). Read it
+// again after each wake: each shut makes a new one.
+func (g *gate) whenOpen() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.open
+	return g.whileOpen
 }
 
-// closed is closed while the gate is: what a loop selects on to notice it
-// closing (read it again after each wake).
-func (g *gate) closed() <-chan struct{} {
+// whenShut is closed once the gate is shut: what a loop selects on to
+// notice it shutting (read it again after each wake).
+func (g *gate) whenShut() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.shut
+	return g.whileShut
 }
 
-// isDown reports whether the gate is closed now, and why.
-func (g *gate) isDown() (bool, string) {
+// isShut reports whether the gate is shut now, and why.
+func (g *gate) isShut() (bool, string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.down, g.why
+	return g.shutNow, g.why
 }
 
-// report is the closings so far: the time (a closing still on counts up
-// to now), how many, and the last one's cause.
+// report is the shuts so far: the time (a shut still on counts up to
+// now), how many, and the last one's cause.
 func (g *gate) report() (time.Duration, int, string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	t := g.total
-	if g.down {
-		t += time.Since(g.since)
+	t := g.shutTotal
+	if g.shutNow {
+		t += time.Since(g.shutAt)
 	}
-	return t, g.closes, g.why
+	return t, g.shuts, g.why
 }

@@ -13,9 +13,12 @@ import (
 	"eaimq/internal/trace"
 )
 
-// delivery is one delivery in a worker's hands, with what was read off it.
+// delivery is one delivery in a worker's hands, with the session it came
+// on (which settles it: its Acknowledger is that session's acker) and what
+// was read off it.
 type delivery struct {
 	amqp.Delivery
+	s  *session
 	id string   // the dedup key
 	tp string   // the W3C traceparent to forward, when it carries one
 	lg claimLog // its log line
@@ -27,8 +30,9 @@ type later struct {
 	done  int
 }
 
-// handle processes one delivery to its end: ack, requeue or dead-letter.
-func (r *relay) handle(soft context.Context, ad amqp.Delivery) {
+// handle processes one delivery of session s to its end: ack, requeue or
+// dead-letter.
+func (r *relay) handle(soft context.Context, s *session, ad amqp.Delivery) {
 	r.stats.received.Add(1)
 	r.metrics.Received()
 	r.metrics.InFlight(1)
@@ -36,7 +40,7 @@ func (r *relay) handle(soft context.Context, ad amqp.Delivery) {
 	// The dedup key: the message_id, else the body's guid taken byte-exact
 	// and exact-case (claimid, the rule publish applies), else a body hash.
 	guid, claimID := claimid.Peek(ad.Body)
-	d := &delivery{Delivery: ad, id: claim.Key(ad.MessageId, guid, ad.Body)}
+	d := &delivery{Delivery: ad, s: s, id: claim.Key(ad.MessageId, guid, ad.Body)}
 	var traceID string
 	d.tp, traceID = trace.From(ad.Headers)
 	d.lg = claimLog{r.cfg.Log, d.id, claimID, traceID, d.Redelivered}
@@ -239,7 +243,10 @@ func (r *relay) carryOut(soft context.Context, d *delivery, att *claim.Attempt, 
 			return true // forced out: record the answer, send nothing
 		}
 		h := retry.NextHeaders(d.Headers, wait.done, retry.HistoryLine(time.Now(), a.Status, a.Excerpt, wait.delay))
-		if err := r.delay.Load().send(soft, r.hard, d.Delivery, wait.delay, h); err != nil {
+		// The copy goes out through d's own session: after a reconnect,
+		// the sender of a session that is over sends nothing, since the
+		// ack that must follow the copy cannot (session.go).
+		if err := d.s.delay.send(soft, r.hard, d.Delivery, wait.delay, h); err != nil {
 			// Not in the delay queue for sure: the answer is recorded (the
 			// original, requeued or left in claim.in, comes back to it),
 			// then the claim is left in claim.in.

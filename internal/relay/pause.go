@@ -14,7 +14,7 @@ import (
 // pauser stops the consumer from burning claims into the DLQ while the
 // claim system is down (--pause-when-down). After `after` calls in a row
 // got no answer at all (connection refused, reset, timeout), its gate
-// closes: no worker starts a call, so the workers hold at most --prefetch
+// shuts: no worker starts a call, so the workers hold at most --prefetch
 // deliveries unacked and the broker sends no more; every other claim stays
 // in claim.in. The gate probes the claim system with backoff, and the
 // first HTTP answer of any status (it is up, whatever it thinks of a GET)
@@ -31,7 +31,7 @@ type pauser struct {
 
 func newPauser(after int, probe func(context.Context) error, log *slog.Logger, m *metrics.Consumer) *pauser {
 	p := &pauser{after: after, log: log, metrics: m, gate: newGate(probe)}
-	p.gate.opened = func(d time.Duration) {
+	p.gate.onOpen = func(d time.Duration) {
 		p.mu.Lock()
 		p.downs = 0
 		p.mu.Unlock()
@@ -44,7 +44,7 @@ func newPauser(after int, probe func(context.Context) error, log *slog.Logger, m
 // wait returns at once when not paused, or when the pause ends; false
 // when ctx ended first.
 func (p *pauser) wait(ctx context.Context) bool {
-	return p == nil || p.gate.wait(ctx)
+	return p == nil || p.gate.waitOpen(ctx)
 }
 
 // note counts one call's answer; a run of `after` calls without one
@@ -65,7 +65,7 @@ func (p *pauser) note(ctx context.Context, a partner.Answer) {
 		return
 	}
 	why := fmt.Sprintf("%d calls in a row without an answer, the last: %s", downs, a.Excerpt)
-	if p.gate.close(ctx, why) {
+	if p.gate.shut(ctx, why) {
 		p.log.Warn("claim system down: pausing (claims stay in claim.in; probing until it answers)", "why", why)
 		p.metrics.Paused()
 	}
@@ -76,7 +76,7 @@ func (p *pauser) paused() bool {
 	if p == nil {
 		return false
 	}
-	down, _ := p.gate.isDown()
+	down, _ := p.gate.isShut()
 	return down
 }
 

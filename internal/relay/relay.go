@@ -5,10 +5,14 @@
 // of P workers fed one delivery at a time. The broker never lets more than P
 // deliveries be unacked, so at most P claims are at the partner at once, and
 // each worker acks its own delivery (amqp091-go channels are safe for
-// concurrent Ack/Nack/Reject). Workers outlive sessions: after a reconnect,
-// a worker still finishing a delivery of the dead channel records its
-// outcome, and its ack fails harmlessly; the redelivered copy is caught by
-// the record.
+// concurrent Ack/Nack/Reject). Workers outlive sessions, and a delivery
+// belongs to the session it came on to the end: its job carries that
+// session (session.go), whose channel settles it, whose dead-letter route
+// is checked before its reject, and whose sender sends its delayed copy.
+// After a reconnect, a worker still finishing a delivery of the dead
+// session records its outcome, and its ack (or copy) fails harmlessly; the
+// broker gave the delivery back with the connection, and the redelivered
+// copy is caught by the record.
 //
 // A delivery's way, file by file: session.go hands it to a worker,
 // handle.go takes the claim in the store, calls the partner and records
@@ -117,21 +121,27 @@ type relay struct {
 	store   store.Store
 	partner *partner.Client
 	pause   *pauser // --pause-when-down (nil: never pauses)
-	// storeDown is closed while the dedup store is unavailable (store.go);
+	// storeDown is shut while the dedup store is unavailable (store.go);
 	// abandon is closed when the relay stops waiting for it.
 	storeDown *gate
 	abandon   chan struct{}
 	metrics   *metrics.Consumer // --metrics-addr (nil: none)
 	stats     stats
 	hard      context.Context // ends only on a second signal: abandon everything
-	fatal     chan error      // a store failure or a missing dead-letter route: stop consuming
 	flight    inFlight
 
-	// The current session's: its dead-letter check, its sender of
-	// delayed copies, and whether it is up (with storeBroken, /readyz).
+	// fatal is closed by stop, which sets why first: a store failure, a
+	// dead-letter route or delay queue gone, a store that stayed away
+	// too long. A channel closed rather than an error sent, so that every
+	// wait of the run can watch it, with soft and hard, and none takes it
+	// from the others.
+	fatal    chan struct{}
+	why      error
+	stopOnce sync.Once
+
+	// The sessions so far, and whether the current one is up (with
+	// storeBroken, /readyz).
 	sessions    int
-	route       atomic.Pointer[deadRoute]
-	delay       atomic.Pointer[delayer]
 	connected   atomic.Bool
 	storeBroken atomic.Bool
 	health      partnerHealth         // the partner's failures in a row
@@ -219,7 +229,7 @@ func newRelay(cfg Config, st store.Store, hard context.Context) *relay {
 		store:   st,
 		partner: partner.New(cfg.Claims, cfg.Prefetch, cfg.HTTPTimeout),
 		hard:    hard,
-		fatal:   make(chan error, 1),
+		fatal:   make(chan struct{}),
 	}
 	if cfg.MetricsAddr != "" {
 		vhost, _ := broker.VHost(cfg.URL)
@@ -262,7 +272,7 @@ func (r *relay) end(err error, elapsed time.Duration, stdout, stderr io.Writer) 
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	if down, why := r.storeDown.isDown(); down {
+	if down, why := r.storeDown.isShut(); down {
 		return fail.Errorf(fail.IO, "dedup store %s was still unavailable when the run ended: %s", r.store.Path(), why)
 	}
 	// The lab's grader expects 0 even when every claim went to the DLQ;
@@ -306,8 +316,8 @@ func (r *relay) ready() (bool, string) {
 
 // stop ends the run with err (the first one wins).
 func (r *relay) stop(err error) {
-	select {
-	case r.fatal <- err:
-	default:
-	}
+	r.stopOnce.Do(func() {
+		r.why = err
+		close(r.fatal)
+	})
 }

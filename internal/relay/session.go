@@ -15,9 +15,27 @@ import (
 	"eaimq/internal/topo"
 )
 
-// job is one delivery handed to a worker; done tells the session it is over.
+// session is one connection's consuming, and what each delivery of it is
+// settled through to the end. A job carries its session, so that a worker
+// still finishing a delivery after a reconnect acks, rejects and sends its
+// delayed copy on the session the delivery came on, never on the next
+// one: that session's channel is closed, the broker has given the
+// delivery back already, and its redelivered copy, on the new session,
+// meets the record. Through the new session instead, a copy could be sent
+// for a delivery that session never held, and a reject checked against a
+// route on another connection (another node, with several brokers).
+type session struct {
+	n     int        // 1 for the first; each reconnect adds one
+	acks  *acker     // its channel, as each delivery's Acknowledger
+	route *deadRoute // the dead-letter route, checked on its connection
+	delay *delayer   // the sender of its delayed copies
+}
+
+// job is one delivery handed to a worker, with the session it came on;
+// done tells that session it is over.
 type job struct {
 	d    amqp.Delivery
+	s    *session
 	done func()
 }
 
@@ -32,9 +50,21 @@ var errStop = errors.New("stop")
 // rather than on the run's deadline, so that a short --max-seconds still
 // learns why the broker said no (a wrong password is answered after a
 // pause), bounded by the dialer's timeout.
+//
+// Every wait here watches every stop: soft (the end of the run), hard
+// (the second signal) and fatal (stop: a store failure, a route gone, the
+// store given up on, which closes abandon first). A worker of a session
+// that died can stop the run while this loop redials a broker that is
+// away: the run then ends at once, not when the broker is back.
 func (r *relay) consume(interrupted, soft context.Context) error {
-	work, stop := r.workers(soft)
-	defer stop()
+	// The workers' end of the run is soft, or a stop that ends it early: a
+	// worker waiting for the claim system to answer (--pause-when-down),
+	// for another consumer's call or for a blocked broker must not hold
+	// the drain after a fatal stop until --max-seconds.
+	running, endRunning := r.untilStop(soft)
+	defer endRunning()
+	work, stopWorkers := r.workers(running)
+	defer stopWorkers()
 
 	backoff := 100 * time.Millisecond
 	first := true
@@ -43,28 +73,49 @@ func (r *relay) consume(interrupted, soft context.Context) error {
 		if first {
 			dialCtx = interrupted
 		}
-		conn, ch, deliveries, err := r.connect(dialCtx, first)
+		dialCtx, endDial := r.untilStop(dialCtx)
+		conn, s, deliveries, err := r.connect(dialCtx, first)
+		endDial()
 		if err != nil {
+			if stopped := r.stopped(); stopped != nil {
+				return stopped
+			}
 			if first {
 				return err
 			}
 			r.cfg.Log.Warn("reconnect failed", "err", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
 			select {
-			case <-time.After(backoff):
+			case <-t.C:
 			case <-soft.Done():
+				t.Stop()
 				return fail.Errorf(fail.Unavailable, "the broker was unreachable when the run ended: %v", err)
 			case <-r.hard.Done():
+				t.Stop()
 				return r.hard.Err()
+			case <-r.fatal:
+				t.Stop()
+				return r.why
 			}
 			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
 		first, backoff = false, 100*time.Millisecond
-		err = r.session(soft, conn, ch, deliveries, work)
+		err = r.session(soft, conn, s, deliveries, work)
 		r.connected.Store(false)
-		r.delay.Load().close()
+		// Closed before the next session opens: a worker still holding a
+		// delivery of this one finds its sender closed and sends no copy
+		// (its delivery is back in claim.in with the connection).
+		s.delay.close()
 		broker.Close(conn)
 		if errors.Is(err, errStop) {
+			// A stop that came as the run ended still says why: the
+			// session's select picks at random among the cases ready.
+			select {
+			case <-r.fatal:
+				return r.why
+			default:
+			}
 			return nil
 		}
 		// What stop was given (a store failure, a missing route) has a
@@ -74,6 +125,32 @@ func (r *relay) consume(interrupted, soft context.Context) error {
 		}
 		r.cfg.Log.Warn("connection lost; reconnecting", "err", err)
 	}
+}
+
+// untilStop is ctx, ended early by the hard stop or a fatal one, so that
+// a dial or handshake to a slow broker does not outlive the run's end.
+func (r *relay) untilStop(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-r.hard.Done():
+		case <-r.fatal:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
+
+// stopped is why the run ends early (the hard stop's error, or what stop
+// was given), nil while it goes on.
+func (r *relay) stopped() error {
+	select {
+	case <-r.fatal:
+		return r.why
+	default:
+	}
+	return r.hard.Err()
 }
 
 // workers starts the fixed pool of P workers, fed one delivery at a time.
@@ -86,14 +163,14 @@ func (r *relay) workers(soft context.Context) (work chan<- job, stop func()) {
 		go func() {
 			defer workers.Done()
 			for j := range jobs {
-				r.handle(soft, j.d)
+				r.handle(soft, j.s, j.d)
 				j.done()
 			}
 		}()
 	}
 	return jobs, func() {
 		close(jobs)
-		waitOrHard(r.hard, &workers)
+		waitUnlessForced(r.hard, &workers)
 		if r.hard.Err() != nil {
 			// Forced out: the calls in flight are abandoned, but an answer
 			// already in hand is recorded first (bounded: the store's
@@ -106,19 +183,20 @@ func (r *relay) workers(soft context.Context) (work chan<- job, stop func()) {
 // connect opens a connection and a channel, checks the topology the
 // session relies on, sets qos before consuming (so the broker never sends
 // more than P), and starts the consumer with manual ack.
-func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *amqp.Channel, <-chan amqp.Delivery, error) {
+func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *session, <-chan amqp.Delivery, error) {
 	// ctx (the run) ends a connect or handshake at once: a SIGINT while
 	// the broker is slow to answer must not wait out the timeout.
 	conn, err := r.dialer.Dial(ctx, r.cfg.URL)
 	if err != nil {
 		return nil, nil, nil, fail.New(fail.Unavailable, err)
 	}
-	ch, deliveries, err := r.open(conn)
+	s, deliveries, err := r.open(conn)
 	if err != nil {
 		broker.Close(conn)
 		return nil, nil, nil, err
 	}
 	r.sessions++
+	s.n = r.sessions
 	r.connected.Store(true)
 	if first {
 		// The first line says which broker, vhost and user apply, defaults
@@ -137,14 +215,15 @@ func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *amq
 		r.cfg.Log.Info("reconnected", "session", r.sessions, "node", conn.RemoteAddr().String())
 		r.metrics.Reconnected()
 	}
-	return conn, ch, deliveries, nil
+	return conn, s, deliveries, nil
 }
 
 // open starts consuming on conn once the topology checks pass. claim.in
 // must exist: consuming a missing queue would close the channel with a
 // raw 404. The dead-letter route and the delay queues are checked before
-// the first claim is taken, and this session's checker and sender kept.
-func (r *relay) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery, error) {
+// the first claim is taken, and kept as this session's checker; the
+// session gets a sender of delayed copies of its own.
+func (r *relay) open(conn *amqp.Connection) (*session, <-chan amqp.Delivery, error) {
 	ch, err := conn.Channel()
 	if err == nil {
 		err = topo.RequireQueue(ch, topo.Queue)
@@ -156,15 +235,18 @@ func (r *relay) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery
 	if err != nil {
 		return nil, nil, err
 	}
-	r.route.Store(newDeadRoute(conn, canBind))
 	if err := r.checkRetryQueues(conn); err != nil {
 		return nil, nil, err
 	}
 	copies := r.dialer // named apart in rabbitmqctl list_connections
 	copies.Program += "-delays"
-	r.delay.Store(newDelayer(func(ctx context.Context) (*amqp.Connection, error) {
-		return copies.Dial(ctx, r.cfg.URL)
-	}, r.cfg.Log))
+	s := &session{
+		acks:  newAcker(ch),
+		route: newDeadRoute(conn, canBind),
+		delay: newDelayer(func(ctx context.Context) (*amqp.Connection, error) {
+			return copies.Dial(ctx, r.cfg.URL)
+		}, r.cfg.Log),
+	}
 	if err := ch.Qos(r.cfg.Prefetch, 0, false /* per consumer */); err != nil {
 		return nil, nil, fail.Errorf(fail.Unavailable, "basic.qos: %w", err)
 	}
@@ -172,7 +254,7 @@ func (r *relay) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery
 	if err != nil {
 		return nil, nil, fail.Errorf(fail.Unavailable, "consume %s: %w", topo.Queue, err)
 	}
-	return ch, deliveries, nil
+	return s, deliveries, nil
 }
 
 // session feeds deliveries to the workers until the run ends or the
@@ -182,12 +264,12 @@ func (r *relay) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery
 // the connection: closing first would turn every finished claim into a
 // redelivery. Deliveries received but not started stay unacked and go back
 // to the queue when the connection closes.
-func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Channel, deliveries <-chan amqp.Delivery, work chan<- job) error {
+func (r *relay) session(soft context.Context, conn *amqp.Connection, s *session, deliveries <-chan amqp.Delivery, work chan<- job) error {
+	ch, acks := s.acks.ch, s.acks // acks settles this session's deliveries (and counts them, for the metrics)
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	watch := r.watchSession(conn) // the queues' depth (metrics)
 	defer watch.end()
-	acks := newAcker(ch) // settles this session's deliveries (and counts them, for the metrics)
 	r.acks.Store(acks)
 	defer r.acks.CompareAndSwap(acks, nil)
 	var inflight sync.WaitGroup
@@ -195,7 +277,7 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 		if err := ch.Cancel(r.tag, false); err != nil {
 			r.cfg.Log.Warn("cancel consumer", "err", err)
 		}
-		waitOrHard(r.hard, &inflight)
+		waitUnlessForced(r.hard, &inflight)
 		return errStop
 	}
 	lost := func(e *amqp.Error) error {
@@ -206,16 +288,18 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 	}
 	var reopened <-chan struct{} // while held back (the store down): closed when it answers
 	for {
-		storeDown := r.storeDown.closed()
+		storeDown := r.storeDown.whenShut()
 		if deliveries == nil {
 			storeDown = nil // held back already
 		}
 		select {
 		case <-soft.Done():
 			return drain()
-		case err := <-r.fatal:
+		case <-r.fatal:
 			drain()
-			return err
+			return r.why
+		case <-r.hard.Done():
+			return drain() // abandons at once: the calls in flight go back
 		case e := <-connClosed:
 			return lost(e)
 		case e := <-chClosed:
@@ -224,7 +308,7 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 			if err := r.holdBack(ch, deliveries); err != nil {
 				return err
 			}
-			deliveries, reopened = nil, r.storeDown.opens()
+			deliveries, reopened = nil, r.storeDown.whenOpen()
 		case <-reopened:
 			var err error
 			if deliveries, err = ch.Consume(topo.Queue, r.tag, false /* autoAck: never */, false, false, false, nil); err != nil {
@@ -245,12 +329,24 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, ch *amqp.Ch
 			}
 			acks.took(&d)
 			inflight.Add(1)
+			// Every worker may be busy for as long as a call takes: the
+			// hand-off watches every stop, as the loop does.
 			select {
-			case work <- job{d: d, done: inflight.Done}:
+			case work <- job{d: d, s: s, done: inflight.Done}:
 			case <-soft.Done():
 				inflight.Done() // not started: stays unacked, goes back
 				return drain()
+			case <-r.hard.Done():
+				inflight.Done()
+				return drain()
+			case <-r.fatal:
+				inflight.Done()
+				drain()
+				return r.why
 			case e := <-connClosed:
+				inflight.Done()
+				return lost(e)
+			case e := <-chClosed:
 				inflight.Done()
 				return lost(e)
 			}

@@ -38,12 +38,12 @@ import (
 func (r *relay) newStoreGate() *gate {
 	g := newGate(func(ctx context.Context) error { return r.store.Ping(ctx) })
 	r.abandon = make(chan struct{})
-	g.limit = r.cfg.StoreWait
-	g.giveUp = func(why string) {
+	g.giveUpAfter = r.cfg.StoreWait
+	g.onGiveUp = func(why string) {
 		close(r.abandon)
 		r.stop(fail.Errorf(fail.IO, "dedup store %s: unavailable for %s, the longest --store-wait allows: %s", r.store.Path(), r.cfg.StoreWait, why))
 	}
-	g.opened = func(d time.Duration) {
+	g.onOpen = func(d time.Duration) {
 		r.cfg.Log.Info("the dedup store answers again: resuming", "store", r.store.Path(), "unavailable", d.Round(time.Millisecond).String())
 	}
 	return g
@@ -55,7 +55,7 @@ func (r *relay) storeUnavailable(err error) bool {
 	if r.cfg.StoreWait <= 0 || !store.Transient(err) {
 		return false
 	}
-	if r.storeDown.close(r.hard, err.Error()) {
+	if r.storeDown.shut(r.hard, err.Error()) {
 		r.cfg.Log.Warn("the dedup store is unavailable: no call starts, claims go back to claim.in, and answers in hand wait for their record; probing it",
 			"store", r.store.Path(), "err", err, "gives_up_after", r.cfg.StoreWait.String())
 	}
@@ -63,7 +63,7 @@ func (r *relay) storeUnavailable(err error) bool {
 }
 
 func (r *relay) storeIsDown() bool {
-	down, _ := r.storeDown.isDown()
+	down, _ := r.storeDown.isShut()
 	return down
 }
 
@@ -89,7 +89,7 @@ func (r *relay) finishHeld(soft context.Context, d *delivery, att claim.Attempt)
 // waitForStore waits for the store to answer; false when the relay stops
 // waiting first.
 func (r *relay) waitForStore(soft context.Context) bool {
-	open := r.storeDown.opens()
+	open := r.storeDown.whenOpen()
 	select {
 	case <-open:
 		return true
