@@ -49,6 +49,7 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 	d := &c.dlq
 	if cmd != "history" { // it reads the audit trail, not claim.dead
 		fs.IntVar(&d.Limit, "limit", 0, "look at the first `n` dead letters only: 0 (all) or more")
+		fs.IntVar(&d.MaxHeld, "max-held", dlq.DefaultMaxHeld, "a walk holds at most `n` dead letters unacked in the broker: 0 (no bound) or more")
 		fs.BoolVar(&c.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay, purge, edit and serve need it to run without one")
 	}
 	switch cmd {
@@ -230,6 +231,9 @@ func (c *config) check() error {
 	}
 	if d.Limit < 0 {
 		return cli.Usagef("-limit %d: want 0 (all) or more", d.Limit)
+	}
+	if d.MaxHeld < 0 {
+		return cli.Usagef("-max-held %d: want 0 (no bound) or more", d.MaxHeld)
 	}
 	if d.MaxReplays < 1 || d.MaxReplays > maxMaxReplays {
 		return cli.Usagef("-max-replays %d: want 1-%d", d.MaxReplays, maxMaxReplays)

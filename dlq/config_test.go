@@ -17,7 +17,7 @@ import (
 
 // defaults is the config of a command given no flag.
 func defaults(cmd string, ids ...string) config {
-	return config{cmd: cmd, dlq: dlq.Config{IDs: ids, MaxReplays: dlq.DefaultMaxReplays,
+	return config{cmd: cmd, dlq: dlq.Config{IDs: ids, MaxReplays: dlq.DefaultMaxReplays, MaxHeld: dlq.DefaultMaxHeld,
 		Page: dlq.Page{Addr: defaultAddr, Refresh: 5 * time.Second}}}
 }
 
@@ -54,6 +54,7 @@ func TestParseConfig(t *testing.T) {
 			c.reason, c.dlq.Reason, c.dlq.ByReason = "transient", claim.FailedTwice, true
 		})},
 		{[]string{"-limit", "3", "list"}, nil, with(defaults("list"), func(c *config) { c.dlq.Limit = 3 })},
+		{[]string{"list", "-max-held", "0"}, nil, with(defaults("list"), func(c *config) { c.dlq.MaxHeld = 0 })},
 		{[]string{"-no-store", "list"}, nil, with(defaults("list"), func(c *config) { c.noStore = true })},
 		{[]string{"-no-store", "-reason", "unknown", "list"}, nil, with(defaults("list"), func(c *config) {
 			c.noStore, c.reason, c.dlq.Reason, c.dlq.ByReason = true, "unknown", claim.ReasonUnknown, true
@@ -123,6 +124,7 @@ func TestParseConfigRefuses(t *testing.T) {
 		{[]string{"-status", "600", "replay"}, nil, "-status 600: want an HTTP status, 100-599, none or 0 (any)"},
 		{[]string{"-reason", "bad", "list"}, nil, `-reason "bad": want one of ` + strings.Join(claim.ReasonWords(), ", ") + ", crash-loop (or transient)"},
 		{[]string{"-limit", "-1", "list"}, nil, "-limit -1: want 0 (all) or more"},
+		{[]string{"-max-held", "-1", "list"}, nil, "-max-held -1: want 0 (no bound) or more"},
 		{[]string{"-max-replays", "0", "replay", "-all"}, nil, "-max-replays 0: want 1-1000"},
 		{[]string{"-max-replays", "1001", "serve"}, nil, "-max-replays 1001: want 1-1000"},
 		{[]string{"serve", "-refresh", "10ms"}, nil, "-refresh 10ms: want 0 (never) or 1s to 1h"},
@@ -198,14 +200,14 @@ func TestParseConfigHelpAndMistakes(t *testing.T) {
 // derived from these sets.
 func TestEachCommandItsFlags(t *testing.T) {
 	want := map[string]string{
-		"list":    "archive json limit no-store reason status",
-		"show":    "archive json limit no-store",
-		"replay":  "all force limit max-replays no-store reason status",
-		"purge":   "all limit no-archive no-store reason status yes",
-		"restore": "limit no-store",
-		"edit":    "body limit no-store",
+		"list":    "archive json limit max-held no-store reason status",
+		"show":    "archive json limit max-held no-store",
+		"replay":  "all force limit max-held max-replays no-store reason status",
+		"purge":   "all limit max-held no-archive no-store reason status yes",
+		"restore": "limit max-held no-store",
+		"edit":    "body limit max-held no-store",
 		"history": "json",
-		"serve":   "addr limit max-replays no-archive no-store read-only refresh",
+		"serve":   "addr limit max-held max-replays no-archive no-store read-only refresh",
 	}
 	var c config
 	for _, cmd := range commands {

@@ -220,7 +220,11 @@
 // again, so that the next one sees them (a quorum queue takes them back
 // after the channel closed, not with it). The
 // broker holds every message a walk looked at until then, which on a large
-// DLQ costs it memory (docs/figures.md): use -limit there. On a quorum
+// DLQ costs it memory (docs/figures.md), and past its watermark it blocks
+// every publisher on the node. So a walk holds at most -max-held dead
+// letters (10000 unless set; one that replay or purge moved is not held):
+// a walk that stops there says so in one line on stderr, with how many it
+// looked at and how many are beyond. -max-held 0 walks them all. On a quorum
 // claim.dead each walk also raises every dead letter's delivery count, and
 // RabbitMQ 4 drops one past the queue's delivery limit (20 unless set):
 // list, replay, purge and the page warn from half of that on.
@@ -249,6 +253,7 @@
 //	-status N        select by the last HTTP status on record: 100-599, none (no status), 0 (any)
 //	-reason R        select by the reason on record (words above)
 //	-limit N         look at the first N dead letters only: 0 (all, the default) or more
+//	-max-held N      a walk holds at most N dead letters unacked: 0 (no bound) or more (default 10000)
 //	-all             replay, purge: every dead letter the filters select
 //	-force           replay: also claims recorded as delivered, and over -max-replays
 //	-max-replays N   replay, serve: refuse a dead letter replayed N times already: 1-1000 (default 5)

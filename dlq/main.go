@@ -98,10 +98,12 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	if err != nil {
 		return err
 	}
+	b.MaxHeld = c.dlq.MaxHeld
 	// Whatever happens, closing the connection (or dying) returns every
 	// message not acked to claim.dead; Close also waits until they are
 	// ready again, so that the next command sees them.
 	defer b.Close()
+	defer b.BoundNote(stderr) // the last line on stderr, before cli.Report's
 
 	switch c.cmd {
 	case "list":

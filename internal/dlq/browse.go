@@ -3,6 +3,7 @@ package dlq
 import (
 	"context"
 	"fmt"
+	"io"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -33,9 +34,17 @@ type Browser struct {
 	queue string      // the queue it walks: claim.dead, or the archive (NewArchiveBrowser)
 	store store.Store // nil when there is none
 
+	// MaxHeld bounds how many dead letters a walk holds unacked (0: no
+	// bound; -max-held). The broker keeps each one it holds for the walk
+	// in its memory until the walk ends, and past its watermark it blocks
+	// every publisher on the node (docs/figures.md).
+	MaxHeld int
+
 	// Set by walk: what claim.dead held when the walk started, how many
 	// it took, and the -limit it stopped at (0: none).
 	total, looked, limit int
+	// bounded: the walk stopped at MaxHeld, with dead letters beyond.
+	bounded bool
 	// deliveries is the largest x-delivery-count the walk saw: a quorum
 	// claim.dead counts every look (quorumWarning).
 	deliveries int64
@@ -95,7 +104,7 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 	if limit > 0 && limit < n {
 		n = limit
 	}
-	src := &source{ch: b.ch, queue: b.queue, held: &b.held}
+	src := &source{ch: b.ch, queue: b.queue, held: &b.held, maxHeld: b.MaxHeld}
 	for b.looked < n {
 		batch, err := src.next(ctx, min(n-b.looked, maxWindow))
 		if err != nil {
@@ -105,7 +114,9 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 			return err
 		}
 		if len(batch) == 0 {
-			return nil // someone else took the rest
+			// At the bound, or someone else took the rest.
+			b.bounded = src.full()
+			return nil
 		}
 		ms, err := b.describe(ctx, batch)
 		if err != nil {
@@ -125,18 +136,39 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 	return nil
 }
 
-// unlooked is how many dead letters -limit left out.
+// unlooked is how many dead letters -limit or -max-held left out.
 func (b *Browser) unlooked() int {
-	if b.limit == 0 || b.looked < b.limit {
+	if !b.bounded && (b.limit == 0 || b.looked < b.limit) {
 		return 0
 	}
 	return max(0, b.total-b.looked)
 }
 
-// beyond qualifies "not found" when -limit cut the walk short.
+// cut names the flag that cut the walk short.
+func (b *Browser) cut() string {
+	if b.bounded {
+		return fmt.Sprintf("-max-held %d", b.MaxHeld)
+	}
+	return fmt.Sprintf("-limit %d", b.limit)
+}
+
+// beyond qualifies "not found" when -limit or -max-held cut the walk short.
 func (b *Browser) beyond() string {
 	if n := b.unlooked(); n > 0 {
-		return fmt.Sprintf(" among the first %d (-limit; %d more not looked at)", b.looked, n)
+		return fmt.Sprintf(" among the first %d (%s; %d more not looked at)", b.looked, b.cut(), n)
 	}
 	return ""
+}
+
+// BoundNote writes the one line that says a walk stopped at -max-held:
+// how many it looked at, how many are beyond, and how to see them.
+// Nothing when no walk stopped there. dlq writes it on stderr when a
+// command ends, so that it is the last thing people read.
+func (b *Browser) BoundNote(w io.Writer) {
+	if !b.bounded {
+		return
+	}
+	fmt.Fprintf(w, "dlq: stopped at -max-held %d: looked at %d dead letter(s), %d more in %s beyond; "+
+		"-max-held 0 looks at all (the broker holds each until dlq ends: docs/figures.md)\n",
+		b.MaxHeld, b.looked, b.unlooked(), b.queue)
 }

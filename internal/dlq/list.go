@@ -153,8 +153,8 @@ func List(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) e
 	}
 	more := ""
 	if u := b.unlooked(); u > 0 {
-		more = fmt.Sprintf("; %d more in %s not looked at (-limit %d)", u, b.queue, c.Limit)
-		if c.JSON {
+		more = fmt.Sprintf("; %d more in %s not looked at (%s)", u, b.queue, b.cut())
+		if c.JSON && !b.bounded { // else BoundNote says it
 			w.Flush()
 			fmt.Fprintf(stderr, "dlq: %d more dead letter(s) in %s not looked at (-limit %d)\n", u, b.queue, c.Limit)
 		}
