@@ -126,17 +126,9 @@ func BenchmarkDLQListRSS(b *testing.B) {
 		checkListed(b, out, few, fmt.Sprintf("%d dead letter(s) listed of %d looked at; %d more in claim.dead not looked at (-limit %d); claim.dead keeps them all",
 			few, few, rssDead-few, few))
 		requeued()
-		brokerBefore = mem.now()
-		mem.start()
-		t0 := time.Now()
-		// The old walk, that holds all it looks at: -max-held 0.
-		rss, out = maxrss("-max-held", "0", "list")
-		took += time.Since(t0)
-		brokerPeak = max(brokerPeak, mem.stop())
-		peak = max(peak, rss)
-		checkListed(b, out, rssDead, fmt.Sprintf("%d dead letter(s) listed of %d looked at; claim.dead keeps them all", rssDead, rssDead))
-		requeued()
-		// The default: the walk stops at -max-held, and says so.
+		// The default first: the walk stops at -max-held, and says so.
+		// (After a walk of all 100,000 the broker keeps much of that
+		// memory for a while: measured second, it would count that too.)
 		mem.start()
 		_, out, note := maxrssNote("list")
 		brokerBounded = max(brokerBounded, mem.stop())
@@ -146,6 +138,16 @@ func BenchmarkDLQListRSS(b *testing.B) {
 		if want := fmt.Sprintf("dlq: stopped at -max-held %d: looked at %d dead letter(s), %d more in claim.dead beyond; ", held, held, rssDead-held); !strings.HasPrefix(note, want) || strings.Count(note, "\n") != 1 {
 			b.Fatalf("dlq list at the bound wrote on stderr:\n%s\nwant one line beginning %q", note, want)
 		}
+		requeued()
+		// The old walk, that holds all it looks at: -max-held 0.
+		brokerBefore = mem.now()
+		mem.start()
+		t0 := time.Now()
+		rss, out = maxrss("-max-held", "0", "list")
+		took += time.Since(t0)
+		brokerPeak = max(brokerPeak, mem.stop())
+		peak = max(peak, rss)
+		checkListed(b, out, rssDead, fmt.Sprintf("%d dead letter(s) listed of %d looked at; claim.dead keeps them all", rssDead, rssDead))
 		requeued()
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
