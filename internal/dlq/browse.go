@@ -9,6 +9,7 @@ import (
 
 	"eaimq/internal/fail"
 	"eaimq/internal/store"
+	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
 )
 
@@ -53,6 +54,12 @@ type Browser struct {
 	version string
 	held    held // what the walks took and did not settle (Close)
 	closed  bool
+
+	// ingested, when set, is the source instead of the queue: the rows
+	// dlq ingest wrote (NewIngestedBrowser); narrow is what a command
+	// asks of them, so that an index serves it.
+	ingested store.DeadLetters
+	narrow   deadletter.Query
 }
 
 // NewBrowser opens a channel on conn to walk claim.dead, reading what the
@@ -80,6 +87,69 @@ func newBrowser(conn *amqp.Connection, st store.Store, queue string) (*Browser, 
 	return &Browser{conn: conn, ch: ch, queue: queue, store: st, version: v}, nil
 }
 
+// IngestedSource names the ingested dead letters in messages, where
+// claim.dead stands for the queue.
+const IngestedSource = "the store's ingested dead letters"
+
+// NewIngestedBrowser reads the dead letters dlq ingest wrote into st
+// (the same model as NewBrowser's: list and show work alike on both);
+// conn is for what claim.dead still holds (Uningested).
+func NewIngestedBrowser(conn *amqp.Connection, st store.Store) (*Browser, error) {
+	dl, ok := store.DeadLettersOf(st)
+	if !ok {
+		return nil, fail.Errorf(fail.IO, "the store %s has no table of dead letters", st.Path())
+	}
+	b, err := newBrowser(conn, st, topo.DeadQueue)
+	if err != nil {
+		return nil, err
+	}
+	b.queue, b.ingested = IngestedSource, dl
+	return b, nil
+}
+
+// Ingested says how many dead letters dlq ingest wrote into st (0: none,
+// or a store without the table).
+func Ingested(ctx context.Context, st store.Store) (int64, error) {
+	dl, ok := store.DeadLettersOf(st)
+	if !ok || st == nil {
+		return 0, nil
+	}
+	return dl.CountDeadLetters(ctx, deadletter.Query{})
+}
+
+// Uningested writes the one line that says what claim.dead still holds
+// that was not ingested, when b read the ingested dead letters and the
+// queue holds some: they are not mixed in.
+func (b *Browser) Uningested(w io.Writer) {
+	if b.ingested == nil {
+		return
+	}
+	q, err := b.ch.QueueDeclarePassive(topo.DeadQueue, true, false, false, false, nil)
+	if err != nil {
+		fmt.Fprintf(w, "dlq: warning: could not count what %s still holds: %v\n", topo.DeadQueue, err)
+		return
+	}
+	if q.Messages == 0 {
+		return
+	}
+	fmt.Fprintf(w, "dlq: %s still holds %d dead letter(s) not ingested yet, not shown here (dlq ingest takes them; -queue walks them there)\n",
+		topo.DeadQueue, q.Messages)
+}
+
+// narrowTo tells an ingested source what c selects: its IDs and filters
+// become the query's, so that an index finds them. The filter still
+// decides, as for the queue.
+func (b *Browser) narrowTo(c Config) {
+	q := deadletter.Query{IDs: c.IDs, Status: c.Status}
+	if c.ByReason {
+		q.Reason = c.Reason.String()
+	}
+	if c.CrashLoop {
+		q.BrokerReason = deliveryLimit
+	}
+	b.narrow = q
+}
+
 // archive says whether b walks the archive.
 func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue }
 
@@ -95,6 +165,9 @@ func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue }
 // The messages are described a batch at a time (what the source has in
 // hand, at most a window): one read of the store for the batch's records.
 func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, error)) error {
+	if b.ingested != nil {
+		return b.walkRows(ctx, limit, fn)
+	}
 	q, err := b.ch.QueueDeclarePassive(b.queue, true, false, false, false, nil)
 	if err != nil {
 		return fail.New(fail.Unavailable, fmt.Errorf("count %s: %w", b.queue, err))
@@ -171,4 +244,50 @@ func (b *Browser) BoundNote(w io.Writer) {
 	fmt.Fprintf(w, "dlq: stopped at -max-held %d: looked at %d dead letter(s), %d more in %s beyond; "+
 		"-max-held 0 looks at all (the broker holds each until dlq ends: docs/figures.md)\n",
 		b.MaxHeld, b.looked, b.unlooked(), b.queue)
+}
+
+// rowsPage is how many ingested rows one query reads.
+const rowsPage = 500
+
+// walkRows is walk over the ingested rows: in pages of rowsPage, keyset
+// by seq (a page costs the same on the millionth row as on the first).
+func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool, error)) error {
+	q := b.narrow
+	b.limit = limit
+	for {
+		q.Limit = rowsPage
+		if limit > 0 {
+			q.Limit = min(rowsPage, limit-b.looked)
+		}
+		if q.Limit <= 0 {
+			break
+		}
+		rows, err := b.ingested.DeadLetters(ctx, q)
+		if err != nil {
+			return fail.Errorf(fail.IO, "read the ingested dead letters from the store %s: %w", b.store.Path(), err)
+		}
+		for _, r := range rows {
+			if ctx.Err() != nil {
+				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s): %w", b.looked, ctx.Err())
+			}
+			b.looked++
+			more, err := fn(deadOfRow(r))
+			if err != nil || !more {
+				return err
+			}
+		}
+		if len(rows) < q.Limit {
+			break
+		}
+		q.After = rows[len(rows)-1].Seq
+	}
+	if limit > 0 && b.looked >= limit {
+		// Only -limit needs the total: how many it left out.
+		n, err := b.ingested.CountDeadLetters(ctx, b.narrow)
+		if err != nil {
+			return fail.Errorf(fail.IO, "count the ingested dead letters in the store %s: %w", b.store.Path(), err)
+		}
+		b.total = int(n)
+	}
+	return nil
 }

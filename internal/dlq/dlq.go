@@ -62,8 +62,9 @@ type Config struct {
 
 	Edit EditSource // edit: where the new body comes from
 
-	Page  Page // serve
-	Hooks Hooks
+	Page   Page         // serve
+	Ingest IngestConfig // ingest, serve -ingest
+	Hooks  Hooks
 }
 
 // Page is dlq serve's web page: where it listens and what it allows.

@@ -135,6 +135,7 @@ func replayEdit(ctx context.Context, old *Browser, c Config, rec *record, e *edi
 // message_id (the first), else as the claimId of exactly one.
 func findOne(ctx context.Context, b *Browser, c Config) (*dead, error) {
 	f := newFilter(c)
+	b.narrowTo(c)
 	var m *dead
 	err := b.walk(ctx, c.Limit, func(d *dead) (bool, error) {
 		if f.selects(d) {
