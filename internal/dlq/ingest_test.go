@@ -296,3 +296,66 @@ func TestIngestStopsAtMaxRows(t *testing.T) {
 		})
 	}
 }
+
+// TestIngestWaitsForACrashedPostgres: PostgreSQL crashing under ingestion
+// stops the consuming: every dead letter not committed goes back to
+// claim.dead, nothing is held, nothing acked without its row; when the
+// server is back ingestion resumes, and the batch whose commit the crash
+// may have cut is one row each.
+func TestIngestWaitsForACrashedPostgres(t *testing.T) {
+	srv := pgtest.PrivateServer(t)
+	w := newIngestWorld(t, srv.URL)
+	const n = 200
+	w.deadLetters(t, "pgcrash", n)
+	atTwo, crashed := make(chan struct{}), make(chan struct{})
+	stopped := make(chan string, 10)
+	commits := 0
+	var log brokertest.Buffer
+	stop := w.ingest(t, IngestConfig{Batch: 5, Wait: 20 * time.Millisecond, Retry: 100 * time.Millisecond, Hooks: IngestHooks{
+		AfterCommit: func() error {
+			// The crash comes after the second commit, before its ack:
+			// that batch is acked, the next one meets a dead server.
+			if commits++; commits == 2 {
+				close(atTwo)
+				<-crashed
+			}
+			return nil
+		},
+		Stopped: func(why string) { stopped <- why },
+	}}, &log)
+	select {
+	case <-atTwo:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no second commit:\n%s", log.String())
+	}
+	srv.Crash(t)
+	close(crashed)
+	select {
+	case why := <-stopped:
+		if !strings.Contains(why, "failed") || !strings.Contains(why, "stopped consuming") {
+			t.Errorf("stopped: %s", why)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("ingestion did not stop for the crashed store:\n%s", log.String())
+	}
+	brokertest.Eventually(t, 30*time.Second, "claim.dead holding all but the 10 acked, none held", func() bool {
+		q := w.vh.Queues(t)[topo.DeadQueue]
+		return q.Messages == n-10 && q.Unacked == 0
+	})
+	srv.Start(t)
+	w.drained(t)
+	if err := stop(); err != nil {
+		t.Fatalf("Ingest: %v\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "answers again") {
+		t.Errorf("the log does not say ingestion resumed:\n%s", log.String())
+	}
+	rows := w.rows(t, deadletter.Query{})
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[r.MessageID] = true
+	}
+	if len(rows) != n || len(seen) != n {
+		t.Errorf("%d rows of %d dead letters after the crash, want %d each", len(rows), len(seen), n)
+	}
+}
