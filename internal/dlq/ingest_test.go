@@ -40,8 +40,17 @@ type ingestWorld struct {
 }
 
 func newIngestWorld(t *testing.T, loc string) *ingestWorld {
+	return newIngestWorldOf(t, loc, topo.Classic)
+}
+
+// newIngestWorldOf is newIngestWorld with queues of type qt.
+func newIngestWorldOf(t *testing.T, loc string, qt topo.QueueType) *ingestWorld {
 	vh := brokertest.New(t)
-	vh.Topology(t)
+	conn := vh.Dial(t)
+	if err := topo.DeclareFor(conn, qt); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
 	st, err := store.Open(loc, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -191,11 +200,21 @@ func TestIngestKeepsEveryDeadLetterOnce(t *testing.T) {
 
 // TestIngestRecognisesACrashBetweenCommitAndAck: a batch committed and
 // not acked (the process dies between the two) comes back from the
-// broker, and the next run acks it without a second row.
+// broker, and the next run acks it without a second row; on a quorum
+// claim.dead too, where the copy comes back with x-delivery-count raised.
 func TestIngestRecognisesACrashBetweenCommitAndAck(t *testing.T) {
-	for _, be := range ingestBackends {
+	cases := []struct {
+		name string
+		loc  func(t *testing.T) string
+		qt   topo.QueueType
+	}{
+		{ingestBackends[0].name, ingestBackends[0].loc, topo.Classic},
+		{ingestBackends[1].name, ingestBackends[1].loc, topo.Classic},
+		{ingestBackends[0].name + "-quorum", ingestBackends[0].loc, topo.Quorum},
+	}
+	for _, be := range cases {
 		t.Run(be.name, func(t *testing.T) {
-			w := newIngestWorld(t, be.loc(t))
+			w := newIngestWorldOf(t, be.loc(t), be.qt)
 			w.deadLetters(t, "crash", 30)
 			errCrash := errors.New("killed between commit and ack")
 			var log brokertest.Buffer
