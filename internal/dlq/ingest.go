@@ -60,7 +60,7 @@ type IngestHooks struct {
 	// would: nothing of that batch is acked.
 	AfterCommit func() error
 	// Stopped runs when ingestion stops consuming (the store failed, or
-	// the size bound), with why, after it gave back what it held.
+	// the size bound), with why.
 	Stopped func(why string)
 }
 
@@ -122,9 +122,15 @@ func Ingest(ctx context.Context, getenv func(string) string, st store.Store, c I
 		topo.DeadQueue, st.Path(), in.rows, in.c.MaxRows)
 	for {
 		if in.rows >= in.c.MaxRows {
+			// Said here, at start as after a session: a table full
+			// before this run began is as silent as one filled now.
+			in.pause(fmt.Sprintf("%d dead letter(s) in the store, at -max-rows %d: stopped taking more; %s keeps the rest "+
+				"(raise -max-rows, or make room in the store)", in.rows, in.c.MaxRows, topo.DeadQueue))
 			if err := in.wait(ctx, in.hasRoom); err != nil {
 				return nil // ctx ended while waiting: nothing held
 			}
+			fmt.Fprintf(log, "dlq ingest: %d dead letter(s) in the store, under -max-rows %d again; consuming %s\n",
+				in.rows, in.c.MaxRows, topo.DeadQueue)
 		}
 		err := in.session(ctx, conn)
 		switch {
@@ -135,7 +141,7 @@ func Ingest(ctx context.Context, getenv func(string) string, st store.Store, c I
 			fmt.Fprintf(log, "dlq ingest: the store %s answers again; consuming %s\n", st.Path(), topo.DeadQueue)
 			in.storeErr = nil
 		case errors.Is(err, errPaused):
-			// At the size bound: the loop waits for room.
+			// At the size bound: the loop says so and waits for room.
 		default:
 			return err // nil: ctx ended and the last batch is acked
 		}
@@ -224,9 +230,7 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) error {
 		}
 		batch = batch[:0]
 		if in.rows >= in.c.MaxRows {
-			in.pause(fmt.Sprintf("%d dead letter(s) in the store, at -max-rows %d: stopped taking more; %s keeps the rest "+
-				"(raise -max-rows, or make room in the store)", in.rows, in.c.MaxRows, topo.DeadQueue))
-			return errPaused
+			return errPaused // the channel closes: what it prefetched goes back
 		}
 	}
 }

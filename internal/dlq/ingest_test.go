@@ -312,6 +312,26 @@ func TestIngestStopsAtMaxRows(t *testing.T) {
 			if !strings.Contains(log.String(), "dlq ingest: 12 dead letter(s) in the store, at -max-rows 12") {
 				t.Errorf("log:\n%s", log.String())
 			}
+
+			// A run that starts at the bound says so at once, and takes
+			// nothing.
+			var log2 brokertest.Buffer
+			stop = w.ingest(t, IngestConfig{Batch: 5, MaxRows: 12, Wait: 20 * time.Millisecond,
+				Hooks: IngestHooks{Stopped: func(why string) { stopped <- why }}}, &log2)
+			select {
+			case why := <-stopped:
+				if !strings.Contains(why, "12 dead letter(s) in the store, at -max-rows 12: stopped taking more") {
+					t.Errorf("stopped at start: %s", why)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("a run at the bound did not say so:\n%s", log2.String())
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if q := w.vh.Queues(t)[topo.DeadQueue]; q.Messages != 18 || q.Unacked != 0 {
+				t.Errorf("after a run at the bound claim.dead holds %d ready, %d unacked; want 18 and 0", q.Messages, q.Unacked)
+			}
 		})
 	}
 }
