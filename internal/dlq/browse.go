@@ -242,7 +242,7 @@ func (b *Browser) BoundNote(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "dlq: stopped at -max-held %d: looked at %d dead letter(s), %d more in %s beyond; "+
-		"-max-held 0 looks at all (the broker holds each until dlq ends: docs/figures.md)\n",
+		"-max-held 0 looks at all (the broker holds each until dlq ends: docs/figures.md), or dlq ingest takes them into the store\n",
 		b.MaxHeld, b.looked, b.unlooked(), b.queue)
 }
 
