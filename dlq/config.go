@@ -25,6 +25,7 @@ type config struct {
 	reason  string // -reason as given; check parses it into dlq.Reason
 	queue   bool   // list, show: walk claim.dead even where dead letters were ingested
 	ingest  bool   // serve: run dlq ingest in the page's process
+	metrics string // ingest: serve its metrics on this host:port ("": none)
 }
 
 // commands are dlq's commands, as the usage errors name them.
@@ -121,6 +122,7 @@ func (c *config) queueFlag(fs *flag.FlagSet) {
 func (c *config) ingestFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.dlq.Ingest.Batch, "batch", dlq.DefaultIngestBatch, "ingest: write and ack `n` dead letters at a time: 1-10000")
 	fs.Int64Var(&c.dlq.Ingest.MaxRows, "max-rows", dlq.DefaultIngestMaxRows, "ingest: stop taking more at `n` dead letters in the store: 1 or more")
+	fs.StringVar(&c.metrics, "metrics-addr", "", "ingest: serve Prometheus /metrics on `host:port`")
 }
 
 func (c *config) allFlag(fs *flag.FlagSet) {

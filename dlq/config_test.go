@@ -217,8 +217,8 @@ func TestEachCommandItsFlags(t *testing.T) {
 		"restore": "limit max-held no-store",
 		"edit":    "body limit max-held no-store",
 		"history": "json",
-		"ingest":  "batch max-rows",
-		"serve":   "addr batch ingest limit max-held max-replays max-rows no-archive no-store read-only refresh",
+		"ingest":  "batch max-rows metrics-addr",
+		"serve":   "addr batch ingest limit max-held max-replays max-rows metrics-addr no-archive no-store read-only refresh",
 	}
 	var c config
 	for _, cmd := range commands {

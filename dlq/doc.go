@@ -11,7 +11,7 @@
 //	dlq restore ID...
 //	dlq [-json] history [ID]
 //	dlq [-addr HOST:PORT] [-read-only] [-refresh D] [-max-replays N] [-no-archive] [-ingest] serve
-//	dlq [-batch N] [-max-rows N] ingest
+//	dlq [-batch N] [-max-rows N] [-metrics-addr HOST:PORT] ingest
 //	dlq -h | -version
 //
 // Flags may stand anywhere: before the command, after it, among the IDs
@@ -247,7 +247,11 @@
 // (raw). When the store fails (down, disk full) it stops consuming and
 // gives back all it holds, and resumes when the store answers (looked at
 // every 5 s); at -max-rows rows it stops taking more and says so on
-// stderr, and claim.dead keeps the rest. Without dlq ingest claim.dead
+// stderr, and claim.dead keeps the rest. With -metrics-addr it serves
+// eaimq_dlq_ingested_rows, eaimq_dlq_ingest_max_rows,
+// eaimq_dlq_ingest_stopped{reason="full"|"store"} (1 while it takes
+// nothing), eaimq_dlq_ingested_total and
+// eaimq_dlq_ingest_duplicates_total (copies acked without a row). Without dlq ingest claim.dead
 // keeps its dead letters, as the lab expects.
 //
 // Once dead letters were ingested, list and show read them from the
@@ -286,6 +290,7 @@
 //	-batch N         ingest, serve -ingest: store and ack N dead letters at a time: 1-10000 (default 200)
 //	-max-rows N      ingest, serve -ingest: stop taking more at N rows in the store (default 1000000)
 //	-ingest          serve: also run dlq ingest in this process
+//	-metrics-addr A  ingest, serve -ingest: serve Prometheus /metrics on A (host:port; default none)
 //	-all             replay, purge: every dead letter the filters select
 //	-force           replay: also claims recorded as delivered, and over -max-replays
 //	-max-replays N   replay, serve: refuse a dead letter replayed N times already: 1-1000 (default 5)
@@ -360,6 +365,7 @@
 //	75   replay: no confirm in time; the dead letters of that batch stay
 //	77   the broker refused the user or password
 //	78   claim.dead or eai.claim does not exist: run topology first; or
+//	     ingest cannot listen on -metrics-addr; or
 //	     purge (without -no-archive) or restore: claim.dead.archive does
 //	     not exist (nothing was purged); or
 //	     the vhost does not exist, or a TLS setting is wrong; or serve

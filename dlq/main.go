@@ -149,6 +149,15 @@ func ingest(ctx context.Context, c config, getenv func(string) string, stderr io
 		return fail.Errorf(fail.IO, "%v\n  dlq ingest writes the dead letters into the consumer's store (EAI_MQ_DB); nothing was taken", err)
 	}
 	defer st.Close()
+	if c.metrics != "" {
+		m := dlq.NewIngestMetrics()
+		addr, err := m.Serve(ctx, c.metrics)
+		if err != nil {
+			return fail.New(fail.Config, err)
+		}
+		fmt.Fprintf(stderr, "dlq ingest: metrics on http://%s/metrics\n", addr)
+		c.dlq.Ingest.Metrics = m
+	}
 	return dlq.Ingest(ctx, getenv, st, c.dlq.Ingest, stderr)
 }
 

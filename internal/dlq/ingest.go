@@ -48,7 +48,9 @@ type IngestConfig struct {
 	// Retry is how often a store that failed, or a full table, is
 	// looked at again.
 	Retry time.Duration
-	Hooks IngestHooks
+	// Metrics, when set, are reported to (dlq ingest -metrics-addr).
+	Metrics *IngestMetrics
+	Hooks   IngestHooks
 }
 
 // IngestHooks are for tests: fields of the value they hook.
@@ -113,6 +115,7 @@ func Ingest(ctx context.Context, getenv func(string) string, st store.Store, c I
 		return fail.Errorf(fail.IO, "count the dead letters in the store %s: %w", st.Path(), err)
 	}
 	in.rows = n
+	in.c.Metrics.counted(in.rows, in.c.MaxRows)
 	conn, err := Dial(ctx, getenv)
 	if err != nil {
 		return err
@@ -124,20 +127,24 @@ func Ingest(ctx context.Context, getenv func(string) string, st store.Store, c I
 		if in.rows >= in.c.MaxRows {
 			// Said here, at start as after a session: a table full
 			// before this run began is as silent as one filled now.
+			in.c.Metrics.stop(stoppedFull, true)
 			in.pause(fmt.Sprintf("%d dead letter(s) in the store, at -max-rows %d: stopped taking more; %s keeps the rest "+
 				"(raise -max-rows, or make room in the store)", in.rows, in.c.MaxRows, topo.DeadQueue))
 			if err := in.wait(ctx, in.hasRoom); err != nil {
 				return nil // ctx ended while waiting: nothing held
 			}
+			in.c.Metrics.stop(stoppedFull, false)
 			fmt.Fprintf(log, "dlq ingest: %d dead letter(s) in the store, under -max-rows %d again; consuming %s\n",
 				in.rows, in.c.MaxRows, topo.DeadQueue)
 		}
 		err := in.session(ctx, conn)
 		switch {
 		case errors.Is(err, errPaused) && in.storeErr != nil:
+			in.c.Metrics.stop(stoppedStore, true)
 			if in.wait(ctx, in.storeAnswers) != nil {
 				return nil
 			}
+			in.c.Metrics.stop(stoppedStore, false)
 			fmt.Fprintf(log, "dlq ingest: the store %s answers again; consuming %s\n", st.Path(), topo.DeadQueue)
 			in.storeErr = nil
 		case errors.Is(err, errPaused):
@@ -171,6 +178,7 @@ func (in *ingester) hasRoom(ctx context.Context) bool {
 	n, err := in.dl.CountDeadLetters(ctx, deadletter.Query{})
 	if err == nil {
 		in.rows = n
+		in.c.Metrics.counted(in.rows, in.c.MaxRows)
 	}
 	return err == nil && n < in.c.MaxRows
 }
@@ -275,9 +283,15 @@ func (in *ingester) flush(ctx context.Context, batch []amqp.Delivery) error {
 // why, flagged raw, so that one such message never stops the rest (it
 // would come back in every batch).
 func (in *ingester) put(ctx context.Context, rows []deadletter.Row) error {
+	before := in.rows
+	defer func() { in.c.Metrics.counted(in.rows, in.c.MaxRows) }()
 	added, err := in.dl.PutDeadLetters(ctx, rows)
 	in.rows += int64(added)
-	if err == nil || len(rows) == 0 || in.st.Ping(ctx) != nil {
+	if err == nil {
+		in.c.Metrics.batch(added, len(rows))
+		return nil
+	}
+	if len(rows) == 0 || in.st.Ping(ctx) != nil {
 		return err
 	}
 	for _, r := range rows {
@@ -293,6 +307,7 @@ func (in *ingester) put(ctx context.Context, rows []deadletter.Row) error {
 		}
 		in.rows += int64(added)
 	}
+	in.c.Metrics.batch(int(in.rows-before), len(rows))
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -231,13 +233,26 @@ func TestIngestRecognisesACrashBetweenCommitAndAck(t *testing.T) {
 				q := w.vh.Queues(t)[topo.DeadQueue]
 				return q.Messages == 30 && q.Unacked == 0
 			})
-			stop = w.ingest(t, IngestConfig{Batch: 10, Wait: 20 * time.Millisecond}, &log)
+			m := NewIngestMetrics()
+			mctx, mstop := context.WithCancel(context.Background())
+			defer mstop()
+			addr, err := m.Serve(mctx, "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop = w.ingest(t, IngestConfig{Batch: 10, Wait: 20 * time.Millisecond, Metrics: m}, &log)
 			w.drained(t)
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
 			if n := len(w.rows(t, deadletter.Query{})); n != 30 {
 				t.Errorf("%d rows after the restart, want 30: the redelivered batch was written again", n)
+			}
+			scrape := scrapeMetrics(t, addr)
+			for _, want := range []string{"eaimq_dlq_ingested_total 20", "eaimq_dlq_ingest_duplicates_total 10", "eaimq_dlq_ingested_rows 30"} {
+				if !strings.Contains(scrape, want+"\n") {
+					t.Errorf("/metrics after the restart lacks %q:\n%s", want, scrape)
+				}
 			}
 		})
 	}
@@ -289,7 +304,14 @@ func TestIngestStopsAtMaxRows(t *testing.T) {
 			w.deadLetters(t, "full", 30)
 			stopped := make(chan string, 1)
 			var log brokertest.Buffer
-			stop := w.ingest(t, IngestConfig{Batch: 5, MaxRows: 12, Wait: 20 * time.Millisecond,
+			m := NewIngestMetrics()
+			mctx, mstop := context.WithCancel(context.Background())
+			defer mstop()
+			addr, err := m.Serve(mctx, "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := w.ingest(t, IngestConfig{Batch: 5, MaxRows: 12, Wait: 20 * time.Millisecond, Metrics: m,
 				Hooks: IngestHooks{Stopped: func(why string) { stopped <- why }}}, &log)
 			select {
 			case why := <-stopped:
@@ -306,6 +328,13 @@ func TestIngestStopsAtMaxRows(t *testing.T) {
 				q := w.vh.Queues(t)[topo.DeadQueue]
 				return q.Messages == 18 && q.Unacked == 0
 			})
+			scrape := scrapeMetrics(t, addr)
+			for _, want := range []string{`eaimq_dlq_ingest_stopped{reason="full"} 1`, `eaimq_dlq_ingest_stopped{reason="store"} 0`,
+				"eaimq_dlq_ingested_rows 12", "eaimq_dlq_ingest_max_rows 12", "eaimq_dlq_ingested_total 12", "eaimq_dlq_ingest_duplicates_total 0"} {
+				if !strings.Contains(scrape, want+"\n") {
+					t.Errorf("/metrics at the bound lacks %q:\n%s", want, scrape)
+				}
+			}
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -397,4 +426,18 @@ func TestIngestWaitsForACrashedPostgres(t *testing.T) {
 	if len(rows) != n || len(seen) != n {
 		t.Errorf("%d rows of %d dead letters after the crash, want %d each", len(rows), len(seen), n)
 	}
+}
+
+func scrapeMetrics(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
 }
