@@ -22,16 +22,22 @@ type config struct {
 	all     bool   // replay, purge: every dead letter (that the filters select)
 	noStore bool   // read no store: there is none
 	reason  string // -reason as given; check parses it into dlq.Reason
+	queue   bool   // list, show: walk claim.dead even where dead letters were ingested
+	ingest  bool   // serve: run dlq ingest in the page's process
+	metrics string // ingest: serve its metrics on this host:port ("": none)
 }
 
 // commands are dlq's commands, as the usage errors name them.
-var commands = []string{"list", "show", "replay", "purge", "restore", "edit", "history", "serve"}
+var commands = []string{"list", "show", "replay", "purge", "restore", "edit", "history", "serve", "ingest"}
 
-const commandWords = "list, show, replay, purge, restore, edit, history or serve"
+const commandWords = "list, show, replay, purge, restore, edit, history, serve or ingest"
 
 // Ranges and defaults of the flags.
 const (
 	maxMaxReplays = 1000
+	// maxBatch bounds ingest's -batch: its prefetch is twice that, and
+	// the broker holds that many for it.
+	maxBatch = 10_000
 	// defaultAddr is where serve listens: loopback, so that only this
 	// host's users reach the page (any other address needs EAIMQ_DLQ_TOKEN).
 	defaultAddr = "127.0.0.1:8088"
@@ -46,8 +52,9 @@ const (
 func (c *config) flagSet(cmd string) *flag.FlagSet {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	d := &c.dlq
-	if cmd != "history" { // it reads the audit trail, not claim.dead
+	if cmd != "history" && cmd != "ingest" { // they do not walk claim.dead
 		fs.IntVar(&d.Limit, "limit", 0, "look at the first `n` dead letters only: 0 (all) or more")
+		fs.IntVar(&d.MaxHeld, "max-held", dlq.DefaultMaxHeld, "a walk holds at most `n` dead letters unacked in the broker: 0 (no bound) or more")
 		fs.BoolVar(&c.noStore, "no-store", false, "read no store (EAI_MQ_DB): there is none; replay, purge, edit and serve need it to run without one")
 	}
 	switch cmd {
@@ -55,9 +62,11 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 		c.jsonFlag(fs)
 		c.filterFlags(fs)
 		c.archiveFlag(fs)
+		c.queueFlag(fs)
 	case "show":
 		c.jsonFlag(fs)
 		c.archiveFlag(fs)
+		c.queueFlag(fs)
 	case "edit":
 		fs.StringVar(&d.Edit.File, "body", "", "take the new body from `file` (- for stdin) instead of an editor")
 	case "history":
@@ -78,6 +87,10 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 		fs.StringVar(&d.Page.Addr, "addr", defaultAddr, "listen on `host:port`; not loopback needs EAIMQ_DLQ_TOKEN")
 		fs.BoolVar(&d.Page.ReadOnly, "read-only", false, "no action (retry, purge, edit), not even by a hand-made POST")
 		fs.DurationVar(&d.Page.Refresh, "refresh", 5*time.Second, "the groups page reloads every `d`: 0 (never) or 1s to 1h")
+		fs.BoolVar(&c.ingest, "ingest", false, "also run dlq ingest in this process")
+		c.ingestFlags(fs)
+	case "ingest":
+		c.ingestFlags(fs)
 	}
 	return fs
 }
@@ -99,6 +112,16 @@ func (c *config) archiveFlag(fs *flag.FlagSet) {
 
 func (c *config) noArchiveFlag(fs *flag.FlagSet) {
 	fs.BoolVar(&c.dlq.NoArchive, "no-archive", false, "purge: delete for good instead of moving to claim.dead.archive")
+}
+
+func (c *config) queueFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&c.queue, "queue", false, "walk claim.dead even where dead letters were ingested into the store")
+}
+
+func (c *config) ingestFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.dlq.Ingest.Batch, "batch", dlq.DefaultIngestBatch, "ingest: write and ack `n` dead letters at a time: 1-10000")
+	fs.Int64Var(&c.dlq.Ingest.MaxRows, "max-rows", dlq.DefaultIngestMaxRows, "ingest: stop taking more at `n` dead letters in the store: 1 or more")
+	fs.StringVar(&c.metrics, "metrics-addr", "", "ingest: serve Prometheus /metrics on `host:port`")
 }
 
 func (c *config) allFlag(fs *flag.FlagSet) {
@@ -225,6 +248,15 @@ func (c *config) check() error {
 	if d.Limit < 0 {
 		return cli.Usagef("-limit %d: want 0 (all) or more", d.Limit)
 	}
+	if d.Ingest.Batch < 1 || d.Ingest.Batch > maxBatch {
+		return cli.Usagef("-batch %d: want 1-%d", d.Ingest.Batch, maxBatch)
+	}
+	if d.Ingest.MaxRows < 1 {
+		return cli.Usagef("-max-rows %d: want 1 or more", d.Ingest.MaxRows)
+	}
+	if d.MaxHeld < 0 {
+		return cli.Usagef("-max-held %d: want 0 (no bound) or more", d.MaxHeld)
+	}
 	if d.MaxReplays < 1 || d.MaxReplays > maxMaxReplays {
 		return cli.Usagef("-max-replays %d: want 1-%d", d.MaxReplays, maxMaxReplays)
 	}
@@ -246,6 +278,10 @@ func (c *config) check() error {
 		}
 		if d.Page.Refresh != 0 && (d.Page.Refresh < time.Second || d.Page.Refresh > maxRefresh) {
 			return cli.Usagef("-refresh %v: want 0 (never) or 1s to 1h", d.Page.Refresh)
+		}
+	case "ingest":
+		if len(d.IDs) > 0 {
+			return cli.Usagef("ingest takes no IDs (it takes every dead letter of claim.dead)")
 		}
 	case "restore":
 		if len(d.IDs) == 0 {

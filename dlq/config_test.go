@@ -17,8 +17,9 @@ import (
 
 // defaults is the config of a command given no flag.
 func defaults(cmd string, ids ...string) config {
-	return config{cmd: cmd, dlq: dlq.Config{IDs: ids, MaxReplays: dlq.DefaultMaxReplays,
-		Page: dlq.Page{Addr: defaultAddr, Refresh: 5 * time.Second}}}
+	return config{cmd: cmd, dlq: dlq.Config{IDs: ids, MaxReplays: dlq.DefaultMaxReplays, MaxHeld: dlq.DefaultMaxHeld,
+		Ingest: dlq.IngestConfig{Batch: dlq.DefaultIngestBatch, MaxRows: dlq.DefaultIngestMaxRows},
+		Page:   dlq.Page{Addr: defaultAddr, Refresh: 5 * time.Second}}}
 }
 
 func with(c config, f func(*config)) config { f(&c); return c }
@@ -54,6 +55,12 @@ func TestParseConfig(t *testing.T) {
 			c.reason, c.dlq.Reason, c.dlq.ByReason = "transient", claim.FailedTwice, true
 		})},
 		{[]string{"-limit", "3", "list"}, nil, with(defaults("list"), func(c *config) { c.dlq.Limit = 3 })},
+		{[]string{"list", "-max-held", "0"}, nil, with(defaults("list"), func(c *config) { c.dlq.MaxHeld = 0 })},
+		{[]string{"list", "-queue"}, nil, with(defaults("list"), func(c *config) { c.queue = true })},
+		{[]string{"ingest", "-batch", "50", "-max-rows", "1000"}, nil, with(defaults("ingest"), func(c *config) {
+			c.dlq.Ingest.Batch, c.dlq.Ingest.MaxRows = 50, 1000
+		})},
+		{[]string{"serve", "-ingest"}, nil, with(defaults("serve"), func(c *config) { c.ingest = true })},
 		{[]string{"-no-store", "list"}, nil, with(defaults("list"), func(c *config) { c.noStore = true })},
 		{[]string{"-no-store", "-reason", "unknown", "list"}, nil, with(defaults("list"), func(c *config) {
 			c.noStore, c.reason, c.dlq.Reason, c.dlq.ByReason = true, "unknown", claim.ReasonUnknown, true
@@ -103,9 +110,9 @@ func TestParseConfigRefuses(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{nil, nil, "no command: list, show, replay, purge, restore, edit, history or serve"},
-		{[]string{"-json"}, nil, "no command: list, show, replay, purge, restore, edit, history or serve"},
-		{[]string{"frobnicate"}, nil, `unknown command "frobnicate": list, show, replay, purge, restore, edit, history or serve`},
+		{nil, nil, "no command: list, show, replay, purge, restore, edit, history, serve or ingest"},
+		{[]string{"-json"}, nil, "no command: list, show, replay, purge, restore, edit, history, serve or ingest"},
+		{[]string{"frobnicate"}, nil, `unknown command "frobnicate": list, show, replay, purge, restore, edit, history, serve or ingest`},
 		// A flag of another command, before the command or after it.
 		{[]string{"-yes", "list"}, nil, "-yes does nothing for list; leave it out"},
 		{[]string{"list", "-yes"}, nil, "-yes does nothing for list; leave it out"},
@@ -123,6 +130,11 @@ func TestParseConfigRefuses(t *testing.T) {
 		{[]string{"-status", "600", "replay"}, nil, "-status 600: want an HTTP status, 100-599, none or 0 (any)"},
 		{[]string{"-reason", "bad", "list"}, nil, `-reason "bad": want one of ` + strings.Join(claim.ReasonWords(), ", ") + ", crash-loop (or transient)"},
 		{[]string{"-limit", "-1", "list"}, nil, "-limit -1: want 0 (all) or more"},
+		{[]string{"-max-held", "-1", "list"}, nil, "-max-held -1: want 0 (no bound) or more"},
+		{[]string{"ingest", "-batch", "0"}, nil, "-batch 0: want 1-10000"},
+		{[]string{"ingest", "-max-rows", "0"}, nil, "-max-rows 0: want 1 or more"},
+		{[]string{"ingest", "X"}, nil, "ingest takes no IDs (it takes every dead letter of claim.dead)"},
+		{[]string{"-queue", "replay", "X"}, nil, "-queue does nothing for replay; leave it out"},
 		{[]string{"-max-replays", "0", "replay", "-all"}, nil, "-max-replays 0: want 1-1000"},
 		{[]string{"-max-replays", "1001", "serve"}, nil, "-max-replays 1001: want 1-1000"},
 		{[]string{"serve", "-refresh", "10ms"}, nil, "-refresh 10ms: want 0 (never) or 1s to 1h"},
@@ -204,14 +216,15 @@ func TestParseConfigHelpAndMistakes(t *testing.T) {
 // derived from these sets.
 func TestEachCommandItsFlags(t *testing.T) {
 	want := map[string]string{
-		"list":    "archive json limit no-store reason status",
-		"show":    "archive json limit no-store",
-		"replay":  "all force limit max-replays no-store reason status",
-		"purge":   "all limit no-archive no-store reason status yes",
-		"restore": "limit no-store",
-		"edit":    "body limit no-store",
+		"list":    "archive json limit max-held no-store queue reason status",
+		"show":    "archive json limit max-held no-store queue",
+		"replay":  "all force limit max-held max-replays no-store reason status",
+		"purge":   "all limit max-held no-archive no-store reason status yes",
+		"restore": "limit max-held no-store",
+		"edit":    "body limit max-held no-store",
 		"history": "json",
-		"serve":   "addr limit max-replays no-archive no-store read-only refresh",
+		"ingest":  "batch max-rows metrics-addr",
+		"serve":   "addr batch ingest limit max-held max-replays max-rows metrics-addr no-archive no-store read-only refresh",
 	}
 	var c config
 	for _, cmd := range commands {

@@ -3,14 +3,15 @@
 //
 // Usage:
 //
-//	dlq [-json] [-archive] [-status N|none] [-reason R] [-limit N] list
-//	dlq [-json] [-archive] show ID
+//	dlq [-json] [-archive|-queue] [-status N|none] [-reason R] [-limit N] [-max-held N] list
+//	dlq [-json] [-archive|-queue] show ID
 //	dlq [-status N|none] [-reason R] [-force] [-max-replays N] replay (ID... | -all)
 //	dlq [-body FILE] edit ID
 //	dlq [-status N|none] [-reason R] [-no-archive] -yes purge (ID... | -all)
 //	dlq restore ID...
 //	dlq [-json] history [ID]
-//	dlq [-addr HOST:PORT] [-read-only] [-refresh D] [-max-replays N] [-no-archive] serve
+//	dlq [-addr HOST:PORT] [-read-only] [-refresh D] [-max-replays N] [-no-archive] [-ingest] serve
+//	dlq [-batch N] [-max-rows N] [-metrics-addr HOST:PORT] ingest
 //	dlq -h | -version
 //
 // Flags may stand anywhere: before the command, after it, among the IDs
@@ -220,10 +221,45 @@
 // again, so that the next one sees them (a quorum queue takes them back
 // after the channel closed, not with it). The
 // broker holds every message a walk looked at until then, which on a large
-// DLQ costs it memory (docs/figures.md): use -limit there. On a quorum
+// DLQ costs it memory (docs/figures.md), and past its watermark it blocks
+// every publisher on the node. So a walk holds at most -max-held dead
+// letters (10000 unless set; one that replay or purge moved is not held):
+// a walk that stops there says so in one line on stderr, with how many it
+// looked at and how many are beyond. -max-held 0 walks them all. On a quorum
 // claim.dead each walk also raises every dead letter's delivery count, and
 // RabbitMQ 4 drops one past the queue's delivery limit (20 unless set):
 // list, replay, purge and the page warn from half of that on.
+//
+// Ingestion (opt-in): dlq ingest consumes claim.dead into the store's own
+// database (EAI_MQ_DB: the consumer's SQLite file or PostgreSQL
+// database, table dead_letters), a row per dead letter: its body,
+// properties and headers (x-death included) and what the consumer had
+// recorded of the claim (reason, status, answer, calls). It runs until
+// SIGTERM or SIGINT, then commits the batch in hand, acks it and exits 0;
+// serve -ingest runs it inside the page's process. It takes -batch dead
+// letters at a time (prefetch twice that), commits them in one
+// transaction and only then acks them, one multiple ack: a crash between
+// the two redelivers the batch, and a copy already stored (the same
+// message_id, copy token, replay count, x-death and body: also the same
+// copy dead-lettered twice by the broker) is acked without a second
+// row. A message it cannot read whole (a body that is not a JSON object,
+// headers of a type it cannot keep) is stored as it came and flagged
+// (raw). When the store fails (down, disk full) it stops consuming and
+// gives back all it holds, and resumes when the store answers (looked at
+// every 5 s); at -max-rows rows it stops taking more and says so on
+// stderr, and claim.dead keeps the rest. With -metrics-addr it serves
+// eaimq_dlq_ingested_rows, eaimq_dlq_ingest_max_rows,
+// eaimq_dlq_ingest_stopped{reason="full"|"store"} (1 while it takes
+// nothing), eaimq_dlq_ingested_total and
+// eaimq_dlq_ingest_duplicates_total (copies acked without a row). Without dlq ingest claim.dead
+// keeps its dead letters, as the lab expects.
+//
+// Once dead letters were ingested, list and show read them from the
+// database (by index: claimId, message_id, reason, status; -limit pages
+// by key), the same rows and fields as from the queue, and say in one
+// line on stderr what claim.dead still holds that was not ingested;
+// -queue walks claim.dead instead. replay, edit, purge, restore and the
+// page still act on claim.dead only, and warn that some were ingested.
 //
 // Selection: IDs, or -all, or the filters -status N (the last HTTP status
 // on record; none: no status on record, no answer or no record at all)
@@ -249,6 +285,12 @@
 //	-status N        select by the last HTTP status on record: 100-599, none (no status), 0 (any)
 //	-reason R        select by the reason on record (words above)
 //	-limit N         look at the first N dead letters only: 0 (all, the default) or more
+//	-max-held N      a walk holds at most N dead letters unacked: 0 (no bound) or more (default 10000)
+//	-queue           list, show: walk claim.dead even where dead letters were ingested
+//	-batch N         ingest, serve -ingest: store and ack N dead letters at a time: 1-10000 (default 200)
+//	-max-rows N      ingest, serve -ingest: stop taking more at N rows in the store (default 1000000)
+//	-ingest          serve: also run dlq ingest in this process
+//	-metrics-addr A  ingest, serve -ingest: serve Prometheus /metrics on A (host:port; default none)
 //	-all             replay, purge: every dead letter the filters select
 //	-force           replay: also claims recorded as delivered, and over -max-replays
 //	-max-replays N   replay, serve: refuse a dead letter replayed N times already: 1-1000 (default 5)
@@ -299,7 +341,8 @@
 //
 // Exit status:
 //
-//	0    done (for replay: every selected claim replayed, or skipped as
+//	0    done (for ingest: stopped by SIGTERM or SIGINT, its last batch
+//	     stored and acked; for replay: every selected claim replayed, or skipped as
 //	     delivered or as replayed already in this run; for edit: also a
 //	     body saved unchanged)
 //	1    a named ID is not in claim.dead, or is the claimId of several
@@ -319,12 +362,13 @@
 //	66   edit: the -body FILE does not exist or cannot be read; nothing
 //	     was replayed
 //	69   the broker cannot be reached
-//	74   the store cannot be opened or read (replay, edit, purge, restore, serve;
+//	74   the store cannot be opened or read (replay, edit, purge, restore, serve, ingest;
 //	     any command when a lookup fails); or the audit trail cannot be
 //	     written (nothing was done), or could not record what was done
 //	75   replay: no confirm in time; the dead letters of that batch stay
 //	77   the broker refused the user or password
 //	78   claim.dead or eai.claim does not exist: run topology first; or
+//	     ingest cannot listen on -metrics-addr; or
 //	     purge (without -no-archive) or restore: claim.dead.archive does
 //	     not exist (nothing was purged); or
 //	     the vhost does not exist, or a TLS setting is wrong; or serve

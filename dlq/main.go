@@ -15,6 +15,7 @@ import (
 	"eaimq/internal/dlq"
 	"eaimq/internal/fail"
 	"eaimq/internal/store"
+	"eaimq/internal/topo"
 )
 
 // doc is the manual: -h prints its package comment, so that the manual and
@@ -54,6 +55,9 @@ func acts(c config) bool {
 // execute runs the command of c: it opens the store and the audit trail,
 // dials the broker and hands them to the engine.
 func execute(ctx context.Context, c config, getenv func(string) string, stdout, stderr io.Writer) error {
+	if c.cmd == "ingest" {
+		return ingest(ctx, c, getenv, stderr)
+	}
 	c.dlq.Actor = dlq.Actor{Who: audit.OSUser(), Via: "dlq " + c.cmd}
 	c.dlq.Edit.Editor = dlq.Editor(getenv)
 	if c.cmd == "history" || (acts(c) && !c.noStore) {
@@ -81,8 +85,15 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 			defer st.Close()
 		}
 	}
+	if c.cmd == "serve" && c.ingest {
+		return serveIngesting(ctx, c, getenv, st, stdout, stderr)
+	}
 	if c.cmd == "serve" {
 		return dlq.Serve(ctx, getenv, st, c.dlq, stdout, stderr)
+	}
+	ingested, err := dlq.Ingested(ctx, st)
+	if err != nil {
+		return fail.Errorf(fail.IO, "count the ingested dead letters in the store %s: %v", st.Path(), err)
 	}
 
 	conn, err := dlq.Dial(ctx, getenv)
@@ -91,17 +102,29 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	}
 	defer broker.Close(conn)
 	newBrowser := dlq.NewBrowser
-	if c.cmd == "restore" || c.dlq.Archive {
+	switch {
+	case c.cmd == "restore" || c.dlq.Archive:
 		newBrowser = dlq.NewArchiveBrowser // the purged dead letters
+	case ingested > 0 && (c.cmd == "list" || c.cmd == "show") && !c.queue:
+		newBrowser = dlq.NewIngestedBrowser
+	case ingested > 0 && !c.queue:
+		// Replay, purge and edit from the store are not built yet: say
+		// that they act on claim.dead only, so that the ingested ones
+		// are not taken for gone.
+		fmt.Fprintf(stderr, "dlq: warning: %d dead letter(s) were ingested into the store (dlq list shows them); %s acts on what %s still holds only\n",
+			ingested, c.cmd, topo.DeadQueue)
 	}
 	b, err := newBrowser(conn, st)
 	if err != nil {
 		return err
 	}
+	b.MaxHeld = c.dlq.MaxHeld
 	// Whatever happens, closing the connection (or dying) returns every
 	// message not acked to claim.dead; Close also waits until they are
 	// ready again, so that the next command sees them.
 	defer b.Close()
+	defer b.BoundNote(stderr) // the last line on stderr, before cli.Report's
+	defer b.Uningested(stderr)
 
 	switch c.cmd {
 	case "list":
@@ -117,4 +140,46 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	default:
 		return dlq.Purge(ctx, b, c.dlq, stdout, stderr)
 	}
+}
+
+// ingest runs dlq ingest: the store opened for writing, until a signal.
+func ingest(ctx context.Context, c config, getenv func(string) string, stderr io.Writer) error {
+	st, err := store.Open(store.Path(getenv), store.Options{})
+	if err != nil {
+		return fail.Errorf(fail.IO, "%v\n  dlq ingest writes the dead letters into the consumer's store (EAI_MQ_DB); nothing was taken", err)
+	}
+	defer st.Close()
+	if c.metrics != "" {
+		m := dlq.NewIngestMetrics()
+		addr, err := m.Serve(ctx, c.metrics)
+		if err != nil {
+			return fail.New(fail.Config, err)
+		}
+		fmt.Fprintf(stderr, "dlq ingest: metrics on http://%s/metrics\n", addr)
+		c.dlq.Ingest.Metrics = m
+	}
+	return dlq.Ingest(ctx, getenv, st, c.dlq.Ingest, stderr)
+}
+
+// serveIngesting runs the page and dlq ingest in one process: a signal
+// ends both (ingest acks its last batch first); ingest failing ends the
+// page too, so that its service manager restarts them together.
+func serveIngesting(ctx context.Context, c config, getenv func(string) string, st store.Store, stdout, stderr io.Writer) error {
+	// The page does not read the ingested dead letters yet: say so once,
+	// so that a shrinking claim.dead is not taken for claims gone.
+	fmt.Fprintf(stderr, "dlq: serve -ingest: the page shows what %s still holds; dlq list and dlq show read the ingested dead letters\n", topo.DeadQueue)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		err := ingest(ctx, c, getenv, stderr)
+		cancel()
+		done <- err
+	}()
+	err := dlq.Serve(ctx, getenv, st, c.dlq, stdout, stderr)
+	cancel()
+	if ierr := <-done; ierr != nil {
+		return ierr
+	}
+	return err
 }

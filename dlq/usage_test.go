@@ -41,9 +41,9 @@ func TestManual(t *testing.T) {
 		{[]string{"list", "-bogus"}, 2, "", "flag provided but not defined: -bogus\n" + see},
 		{[]string{"list", "--reasn", "rejected"}, 2, "", "flag provided but not defined: -reasn\ndid you mean --reason?\n" + see},
 		{[]string{"replay", "X", "-max-replays", "x"}, 2, "", "invalid value \"x\" for flag -max-replays: parse error\n" + see},
-		{nil, 2, "", "dlq: no command: list, show, replay, purge, restore, edit, history or serve\n" + see},
-		{[]string{"-json"}, 2, "", "dlq: no command: list, show, replay, purge, restore, edit, history or serve\n" + see},
-		{[]string{"frobnicate"}, 2, "", "dlq: unknown command \"frobnicate\": list, show, replay, purge, restore, edit, history or serve\n" + see},
+		{nil, 2, "", "dlq: no command: list, show, replay, purge, restore, edit, history, serve or ingest\n" + see},
+		{[]string{"-json"}, 2, "", "dlq: no command: list, show, replay, purge, restore, edit, history, serve or ingest\n" + see},
+		{[]string{"frobnicate"}, 2, "", "dlq: unknown command \"frobnicate\": list, show, replay, purge, restore, edit, history, serve or ingest\n" + see},
 		{[]string{"list", "-yes"}, 2, "", "dlq: -yes does nothing for list; leave it out\n" + see},
 		{[]string{"list", "-read-only"}, 2, "", "dlq: -read-only does nothing for list; leave it out\n" + see},
 		{[]string{"serve", "-addr", "0.0.0.0:8088"}, 2, "", "dlq: -addr 0.0.0.0:8088 is not loopback: anyone who reaches it could replay and purge claims; " +

@@ -3,11 +3,13 @@ package dlq
 import (
 	"context"
 	"fmt"
+	"io"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/fail"
 	"eaimq/internal/store"
+	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
 )
 
@@ -33,9 +35,17 @@ type Browser struct {
 	queue string      // the queue it walks: claim.dead, or the archive (NewArchiveBrowser)
 	store store.Store // nil when there is none
 
+	// MaxHeld bounds how many dead letters a walk holds unacked (0: no
+	// bound; -max-held). The broker keeps each one it holds for the walk
+	// in its memory until the walk ends, and past its watermark it blocks
+	// every publisher on the node (docs/figures.md).
+	MaxHeld int
+
 	// Set by walk: what claim.dead held when the walk started, how many
 	// it took, and the -limit it stopped at (0: none).
 	total, looked, limit int
+	// bounded: the walk stopped at MaxHeld, with dead letters beyond.
+	bounded bool
 	// deliveries is the largest x-delivery-count the walk saw: a quorum
 	// claim.dead counts every look (quorumWarning).
 	deliveries int64
@@ -44,6 +54,12 @@ type Browser struct {
 	version string
 	held    held // what the walks took and did not settle (Close)
 	closed  bool
+
+	// ingested, when set, is the source instead of the queue: the rows
+	// dlq ingest wrote (NewIngestedBrowser); narrow is what a command
+	// asks of them, so that an index serves it.
+	ingested store.DeadLetters
+	narrow   deadletter.Query
 }
 
 // NewBrowser opens a channel on conn to walk claim.dead, reading what the
@@ -71,6 +87,69 @@ func newBrowser(conn *amqp.Connection, st store.Store, queue string) (*Browser, 
 	return &Browser{conn: conn, ch: ch, queue: queue, store: st, version: v}, nil
 }
 
+// IngestedSource names the ingested dead letters in messages, where
+// claim.dead stands for the queue.
+const IngestedSource = "the store's ingested dead letters"
+
+// NewIngestedBrowser reads the dead letters dlq ingest wrote into st
+// (the same model as NewBrowser's: list and show work alike on both);
+// conn is for what claim.dead still holds (Uningested).
+func NewIngestedBrowser(conn *amqp.Connection, st store.Store) (*Browser, error) {
+	dl, ok := store.DeadLettersOf(st)
+	if !ok {
+		return nil, fail.Errorf(fail.IO, "the store %s has no table of dead letters", st.Path())
+	}
+	b, err := newBrowser(conn, st, topo.DeadQueue)
+	if err != nil {
+		return nil, err
+	}
+	b.queue, b.ingested = IngestedSource, dl
+	return b, nil
+}
+
+// Ingested says how many dead letters dlq ingest wrote into st (0: none,
+// or a store without the table).
+func Ingested(ctx context.Context, st store.Store) (int64, error) {
+	dl, ok := store.DeadLettersOf(st)
+	if !ok || st == nil {
+		return 0, nil
+	}
+	return dl.CountDeadLetters(ctx, deadletter.Query{})
+}
+
+// Uningested writes the one line that says what claim.dead still holds
+// that was not ingested, when b read the ingested dead letters and the
+// queue holds some: they are not mixed in.
+func (b *Browser) Uningested(w io.Writer) {
+	if b.ingested == nil {
+		return
+	}
+	q, err := b.ch.QueueDeclarePassive(topo.DeadQueue, true, false, false, false, nil)
+	if err != nil {
+		fmt.Fprintf(w, "dlq: warning: could not count what %s still holds: %v\n", topo.DeadQueue, err)
+		return
+	}
+	if q.Messages == 0 {
+		return
+	}
+	fmt.Fprintf(w, "dlq: %s still holds %d dead letter(s) not ingested yet, not shown here (dlq ingest takes them; -queue walks them there)\n",
+		topo.DeadQueue, q.Messages)
+}
+
+// narrowTo tells an ingested source what c selects: its IDs and filters
+// become the query's, so that an index finds them. The filter still
+// decides, as for the queue.
+func (b *Browser) narrowTo(c Config) {
+	q := deadletter.Query{IDs: c.IDs, Status: c.Status}
+	if c.ByReason {
+		q.Reason = c.Reason.String()
+	}
+	if c.CrashLoop {
+		q.BrokerReason = deliveryLimit
+	}
+	b.narrow = q
+}
+
 // archive says whether b walks the archive.
 func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue }
 
@@ -86,6 +165,9 @@ func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue }
 // The messages are described a batch at a time (what the source has in
 // hand, at most a window): one read of the store for the batch's records.
 func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, error)) error {
+	if b.ingested != nil {
+		return b.walkRows(ctx, limit, fn)
+	}
 	q, err := b.ch.QueueDeclarePassive(b.queue, true, false, false, false, nil)
 	if err != nil {
 		return fail.New(fail.Unavailable, fmt.Errorf("count %s: %w", b.queue, err))
@@ -95,7 +177,7 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 	if limit > 0 && limit < n {
 		n = limit
 	}
-	src := &source{ch: b.ch, queue: b.queue, held: &b.held}
+	src := &source{ch: b.ch, queue: b.queue, held: &b.held, maxHeld: b.MaxHeld}
 	for b.looked < n {
 		batch, err := src.next(ctx, min(n-b.looked, maxWindow))
 		if err != nil {
@@ -105,7 +187,9 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 			return err
 		}
 		if len(batch) == 0 {
-			return nil // someone else took the rest
+			// At the bound, or someone else took the rest.
+			b.bounded = src.full()
+			return nil
 		}
 		ms, err := b.describe(ctx, batch)
 		if err != nil {
@@ -125,18 +209,85 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 	return nil
 }
 
-// unlooked is how many dead letters -limit left out.
+// unlooked is how many dead letters -limit or -max-held left out.
 func (b *Browser) unlooked() int {
-	if b.limit == 0 || b.looked < b.limit {
+	if !b.bounded && (b.limit == 0 || b.looked < b.limit) {
 		return 0
 	}
 	return max(0, b.total-b.looked)
 }
 
-// beyond qualifies "not found" when -limit cut the walk short.
+// cut names the flag that cut the walk short.
+func (b *Browser) cut() string {
+	if b.bounded {
+		return fmt.Sprintf("-max-held %d", b.MaxHeld)
+	}
+	return fmt.Sprintf("-limit %d", b.limit)
+}
+
+// beyond qualifies "not found" when -limit or -max-held cut the walk short.
 func (b *Browser) beyond() string {
 	if n := b.unlooked(); n > 0 {
-		return fmt.Sprintf(" among the first %d (-limit; %d more not looked at)", b.looked, n)
+		return fmt.Sprintf(" among the first %d (%s; %d more not looked at)", b.looked, b.cut(), n)
 	}
 	return ""
+}
+
+// BoundNote writes the one line that says a walk stopped at -max-held:
+// how many it looked at, how many are beyond, and how to see them.
+// Nothing when no walk stopped there. dlq writes it on stderr when a
+// command ends, so that it is the last thing people read.
+func (b *Browser) BoundNote(w io.Writer) {
+	if !b.bounded {
+		return
+	}
+	fmt.Fprintf(w, "dlq: stopped at -max-held %d: looked at %d dead letter(s), %d more in %s beyond; "+
+		"-max-held 0 looks at all (the broker holds each until dlq ends: docs/figures.md), or dlq ingest takes them into the store\n",
+		b.MaxHeld, b.looked, b.unlooked(), b.queue)
+}
+
+// rowsPage is how many ingested rows one query reads.
+const rowsPage = 500
+
+// walkRows is walk over the ingested rows: in pages of rowsPage, keyset
+// by seq (a page costs the same on the millionth row as on the first).
+func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool, error)) error {
+	q := b.narrow
+	b.limit = limit
+	for {
+		q.Limit = rowsPage
+		if limit > 0 {
+			q.Limit = min(rowsPage, limit-b.looked)
+		}
+		if q.Limit <= 0 {
+			break
+		}
+		rows, err := b.ingested.DeadLetters(ctx, q)
+		if err != nil {
+			return fail.Errorf(fail.IO, "read the ingested dead letters from the store %s: %w", b.store.Path(), err)
+		}
+		for _, r := range rows {
+			if ctx.Err() != nil {
+				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s): %w", b.looked, ctx.Err())
+			}
+			b.looked++
+			more, err := fn(deadOfRow(r))
+			if err != nil || !more {
+				return err
+			}
+		}
+		if len(rows) < q.Limit {
+			break
+		}
+		q.After = rows[len(rows)-1].Seq
+	}
+	if limit > 0 && b.looked >= limit {
+		// Only -limit needs the total: how many it left out.
+		n, err := b.ingested.CountDeadLetters(ctx, b.narrow)
+		if err != nil {
+			return fail.Errorf(fail.IO, "count the ingested dead letters in the store %s: %w", b.store.Path(), err)
+		}
+		b.total = int(n)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"eaimq/internal/claim"
 	"eaimq/internal/fail"
 	"eaimq/internal/partner"
+	"eaimq/internal/store/deadletter"
 )
 
 // replayHeader counts how often a claim was replayed from the DLQ.
@@ -45,6 +46,8 @@ type dead struct {
 	Rec        claim.Record
 	Known      bool // the store has a record of it
 	NoStore    bool // no store was read
+
+	row *deadletter.Row // the ingested row it was read from (nil: claim.dead)
 }
 
 // Edited is the x-eaimq-edited header of a copy a person edited.

@@ -26,6 +26,14 @@ import (
 // before replay refuses it, unless told otherwise.
 const DefaultMaxReplays = 5
 
+// DefaultMaxHeld is how many dead letters a walk holds unacked at most,
+// unless told otherwise (-max-held). The broker keeps each one a walk
+// holds in its memory until the walk ends; a walk of 100,000 took the
+// lab's node to 3.35 times its watermark, where one of 10,000 stayed
+// under it (docs/figures.md). The lab's claim.dead holds a few, so its
+// walks never meet the bound.
+const DefaultMaxHeld = 10_000
+
 // Config is what a command acts on, and how.
 type Config struct {
 	// The selection. IDs name dead letters by message_id (or, for one
@@ -39,6 +47,7 @@ type Config struct {
 	CrashLoop bool // -reason crash-loop: the broker's delivery limit dead-lettered it
 
 	Limit      int  // look at the first Limit dead letters only (0: all)
+	MaxHeld    int  // a walk holds at most MaxHeld unacked (0: no bound)
 	JSON       bool // list, show: JSON instead of text
 	Force      bool // replay: also claims recorded as delivered, and over MaxReplays
 	MaxReplays int  // replay, serve: refuse a dead letter replayed this often already
@@ -53,8 +62,9 @@ type Config struct {
 
 	Edit EditSource // edit: where the new body comes from
 
-	Page  Page // serve
-	Hooks Hooks
+	Page   Page         // serve
+	Ingest IngestConfig // ingest, serve -ingest
+	Hooks  Hooks
 }
 
 // Page is dlq serve's web page: where it listens and what it allows.

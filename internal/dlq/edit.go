@@ -99,7 +99,9 @@ func replayEdit(ctx context.Context, old *Browser, c Config, rec *record, e *edi
 	if err != nil {
 		return rec.end(ctx, err)
 	}
+	b.MaxHeld = old.MaxHeld
 	defer b.Close()
+	defer b.BoundNote(stderr)
 	rec.e.Edit = e.audit()
 	t, err := replayDead(ctx, b, selection{limit: c.Limit, selects: named(key)}, rules{maxReplays: c.MaxReplays, edit: e, hooks: c.Hooks},
 		func(n note) {
@@ -133,6 +135,7 @@ func replayEdit(ctx context.Context, old *Browser, c Config, rec *record, e *edi
 // message_id (the first), else as the claimId of exactly one.
 func findOne(ctx context.Context, b *Browser, c Config) (*dead, error) {
 	f := newFilter(c)
+	b.narrowTo(c)
 	var m *dead
 	err := b.walk(ctx, c.Limit, func(d *dead) (bool, error) {
 		if f.selects(d) {

@@ -133,6 +133,7 @@ func List(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) e
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	defer w.Flush()
 	f := newFilter(c)
+	b.narrowTo(c)
 	n := 0
 	if !c.JSON {
 		fmt.Fprintf(w, tableFormat, tableHead...)
@@ -153,13 +154,17 @@ func List(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) e
 	}
 	more := ""
 	if u := b.unlooked(); u > 0 {
-		more = fmt.Sprintf("; %d more in %s not looked at (-limit %d)", u, b.queue, c.Limit)
-		if c.JSON {
+		more = fmt.Sprintf("; %d more in %s not looked at (%s)", u, b.queue, b.cut())
+		if c.JSON && !b.bounded { // else BoundNote says it
 			w.Flush()
 			fmt.Fprintf(stderr, "dlq: %d more dead letter(s) in %s not looked at (-limit %d)\n", u, b.queue, c.Limit)
 		}
 	}
-	if !c.JSON {
+	switch {
+	case c.JSON:
+	case b.ingested != nil:
+		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s, from %s\n", n, b.looked, more, b.queue)
+	default:
 		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s; %s keeps them all\n", n, b.looked, more, b.queue)
 	}
 	if err := w.Flush(); err != nil {

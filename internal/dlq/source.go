@@ -52,7 +52,24 @@ type source struct {
 	seq     int
 	idle    time.Duration // idleCheck; a test's own
 	held    *held         // counts what is taken (nil: not counted)
+	// maxHeld bounds what the broker holds for the walk (0: no bound):
+	// taken and not settled. A consumer's window is at most the room
+	// left when it starts, and its prefetch keeps it within that window,
+	// so the broker never holds more for the walk than maxHeld.
+	maxHeld int
 }
+
+// room is how many more the walk may take; -1 without a bound.
+func (s *source) room() int {
+	if s.maxHeld <= 0 || s.held == nil {
+		return -1
+	}
+	return max(0, s.maxHeld-s.held.outstanding())
+}
+
+// full says whether the last consumer could not start because the walk
+// holds maxHeld already.
+func (s *source) full() bool { return s.ds == nil && s.room() == 0 }
 
 // next returns the next deliveries: at least one and at most want, or none
 // when claim.dead has no more ready (another client took the rest).
@@ -61,6 +78,9 @@ func (s *source) next(ctx context.Context, want int) ([]amqp.Delivery, error) {
 		if s.ds == nil || s.got >= s.window {
 			if err := s.nextConsumer(); err != nil {
 				return nil, err
+			}
+			if s.ds == nil {
+				break // at the bound: nothing more may be taken
 			}
 		}
 		if len(s.pending) > 0 {
@@ -178,6 +198,12 @@ func (s *source) nextConsumer() error {
 	w := 1
 	if s.window > 0 {
 		w = min(2*s.window, maxWindow, max(1, windowBytes/max(s.largest, 1)))
+	}
+	if r := s.room(); r >= 0 {
+		if r == 0 {
+			return nil // no consumer: the walk holds all it may
+		}
+		w = min(w, r)
 	}
 	// basic.qos with global=false applies to the consumers started after
 	// it, each on its own.

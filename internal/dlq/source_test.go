@@ -1,8 +1,10 @@
 package dlq
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +106,66 @@ func withDeadLetters(t *testing.T, qt topo.QueueType, prefix string, n int) (*br
 	}
 	vh.DeadLetter(t, msgs...)
 	return vh, conn
+}
+
+// TestWalkStopsAtMaxHeld: a walk never has the broker hold more than
+// MaxHeld dead letters for it, says so when it stops there (how many it
+// looked at, how many are beyond), and is not stopped by the ones it
+// settled: a replay that acks what it moved walks the whole queue.
+func TestWalkStopsAtMaxHeld(t *testing.T) {
+	for _, qt := range []topo.QueueType{topo.Classic, topo.Quorum} {
+		t.Run(string(qt), func(t *testing.T) {
+			const n, bound = 300, 120
+			vh, conn := withDeadLetters(t, qt, "bound", n)
+			b, err := NewBrowser(conn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.MaxHeld = bound
+			looked, peak := 0, 0
+			if err := b.walk(context.Background(), 0, func(m *dead) (bool, error) {
+				looked++
+				peak = max(peak, b.held.outstanding())
+				return true, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if looked != bound || peak > bound || b.unlooked() != n-bound {
+				t.Fatalf("looked at %d (held at most %d), %d beyond; want %d, at most %d, %d", looked, peak, b.unlooked(), bound, bound, n-bound)
+			}
+			// A quorum queue's counts reach list_queues a stats interval
+			// late; the walk holds its dead letters until Close meanwhile.
+			brokertest.Eventually(t, 15*time.Second, fmt.Sprintf("the broker holding %d unacked for the walk", bound), func() bool {
+				return vh.Queues(t)[topo.DeadQueue].Unacked == bound
+			})
+			var note bytes.Buffer
+			b.BoundNote(&note)
+			want := fmt.Sprintf("dlq: stopped at -max-held %d: looked at %d dead letter(s), %d more in claim.dead beyond; ", bound, bound, n-bound)
+			if !strings.HasPrefix(note.String(), want) || strings.Count(note.String(), "\n") != 1 {
+				t.Errorf("the note:\n%q\nwant one line beginning\n%q", note.String(), want)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			// Settling what it looks at makes room: every one is looked at.
+			b, err = NewBrowser(conn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			b.MaxHeld = bound
+			looked = 0
+			if err := b.walk(context.Background(), 0, func(m *dead) (bool, error) {
+				looked++
+				return true, m.d.Ack(false)
+			}); err != nil || looked != n || b.bounded {
+				t.Fatalf("a walk that acks: looked at %d of %d (stopped at the bound: %v), %v", looked, n, b.bounded, err)
+			}
+			note.Reset()
+			if b.BoundNote(&note); note.Len() != 0 {
+				t.Errorf("a walk that did not stop at the bound says %q", note.String())
+			}
+		})
+	}
 }

@@ -64,7 +64,9 @@ func (w *web) sessionOn(ctx context.Context, queue string, fn func(*Browser) err
 	if err != nil {
 		return err
 	}
+	b.MaxHeld = w.c.MaxHeld
 	defer b.Close()
+	defer b.BoundNote(w.log) // the page shows how many it looked at of how many
 	return fn(b)
 }
 

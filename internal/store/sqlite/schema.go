@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is PRAGMA user_version of a file this code wrote. Open
 // migrates older files up to it and refuses newer ones.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations[v] takes a file from version v to v+1, inside one
 // transaction.
@@ -20,6 +20,7 @@ var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	migrate3,
 	migrate4,
 	migrate5,
+	migrate6, // deadletters.go
 }
 
 const schema1 = `CREATE TABLE claims (

@@ -1,0 +1,108 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// IngestMetrics are dlq ingest's metrics (-metrics-addr), so that a table
+// at its size bound, or a store that stopped ingestion, is an alert and
+// not only a line in the journal: the disk must never fill silently, and
+// dead letters left in claim.dead must not go unseen.
+type IngestMetrics struct {
+	reg        *prometheus.Registry
+	rows       prometheus.Gauge
+	maxRows    prometheus.Gauge
+	stopped    *prometheus.GaugeVec
+	ingested   prometheus.Counter
+	duplicates prometheus.Counter
+}
+
+// The reasons of eaimq_dlq_ingest_stopped.
+const (
+	stoppedFull  = "full"
+	stoppedStore = "store"
+)
+
+// NewIngestMetrics makes the metrics on a private registry.
+func NewIngestMetrics() *IngestMetrics {
+	m := &IngestMetrics{
+		reg: prometheus.NewRegistry(),
+		rows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eaimq_dlq_ingested_rows",
+			Help: "Dead letters in the store's table (dlq ingest's count).",
+		}),
+		maxRows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eaimq_dlq_ingest_max_rows",
+			Help: "dlq ingest's size bound (-max-rows): at it, ingestion stops taking more.",
+		}),
+		stopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "eaimq_dlq_ingest_stopped",
+			Help: "1 while dlq ingest takes nothing, by why: full (at -max-rows) or store (the store failed); claim.dead keeps the dead letters meanwhile.",
+		}, []string{"reason"}),
+		ingested: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eaimq_dlq_ingested_total",
+			Help: "Dead letters written into the store (each batch acked after its commit).",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eaimq_dlq_ingest_duplicates_total",
+			Help: "Dead letters acked without a row: that copy was in the store already (redelivered, or dead-lettered twice).",
+		}),
+	}
+	m.reg.MustRegister(m.rows, m.maxRows, m.stopped, m.ingested, m.duplicates)
+	m.stopped.WithLabelValues(stoppedFull)
+	m.stopped.WithLabelValues(stoppedStore)
+	return m
+}
+
+// Serve listens on addr and serves /metrics until ctx ends; the listen
+// happens before it returns, so that a port in use is an error at start.
+func (m *IngestMetrics) Serve(ctx context.Context, addr string) (listening string, err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("-metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	return l.Addr().String(), nil
+}
+
+// The ingester's reports; each is a no-op on nil metrics.
+
+func (m *IngestMetrics) counted(rows, maxRows int64) {
+	if m != nil {
+		m.rows.Set(float64(rows))
+		m.maxRows.Set(float64(maxRows))
+	}
+}
+
+func (m *IngestMetrics) batch(added, taken int) {
+	if m != nil {
+		m.ingested.Add(float64(added))
+		m.duplicates.Add(float64(taken - added))
+	}
+}
+
+func (m *IngestMetrics) stop(reason string, on bool) {
+	if m != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		m.stopped.WithLabelValues(reason).Set(v)
+	}
+}

@@ -1,0 +1,123 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"time"
+
+	"eaimq/internal/store/deadletter"
+)
+
+// migrate6 adds the table of dead letters that dlq ingest takes out of
+// claim.dead (deadletter.Row), with the indexes that list and show read
+// by: the claimId, the guid, the reason and the status, each with seq so
+// that a page of them is read in order.
+func migrate6(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `CREATE TABLE dead_letters (
+		seq           INTEGER PRIMARY KEY,
+		copy_key      TEXT NOT NULL UNIQUE,      -- which dead-lettered copy: one row each
+		message_id    TEXT NOT NULL,             -- message_id, else guid, else sha256:
+		claim_id      TEXT NOT NULL DEFAULT '',
+		guid          TEXT NOT NULL DEFAULT '',
+		reason        TEXT NOT NULL,             -- the reason on record when ingested (unknown: none)
+		status        INTEGER NOT NULL DEFAULT 0, -- the last HTTP status on record, 0: none
+		answer        TEXT NOT NULL DEFAULT '',
+		attempts      INTEGER NOT NULL DEFAULT 0,
+		record        TEXT,                      -- the consumer's record, JSON; NULL: none
+		dead_at       INTEGER,                   -- x-death time, unix ms
+		broker_reason TEXT NOT NULL DEFAULT '',
+		properties    TEXT NOT NULL,
+		headers       TEXT NOT NULL,
+		body          BLOB NOT NULL,
+		raw           TEXT NOT NULL DEFAULT '',  -- why it could not be read; '' when it could
+		ingested_at   INTEGER NOT NULL
+	);
+	CREATE INDEX dead_letters_message ON dead_letters(message_id, seq);
+	CREATE INDEX dead_letters_claim ON dead_letters(claim_id, seq);
+	CREATE INDEX dead_letters_guid ON dead_letters(guid, seq);
+	CREATE INDEX dead_letters_reason ON dead_letters(reason, seq);
+	CREATE INDEX dead_letters_status ON dead_letters(status, seq);`)
+	return err
+}
+
+// PutDeadLetters writes rows in one transaction of the writer, durable
+// (the WAL fsynced) before it returns: dlq ingest acks the messages
+// after it, and a row must outlive a power loss once its message is gone
+// from claim.dead.
+func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int, error) {
+	added := 0
+	err := s.write(ctx, true, func(tx *sql.Tx) error {
+		added = 0 // the writer may run fn again after a failed batch
+		stmt, err := tx.Prepare(`INSERT INTO dead_letters (` + deadletter.Columns + `)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (copy_key) DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, r := range rows {
+			var rec, deadAt any
+			if r.Record != nil {
+				rec = string(r.Record)
+			}
+			if !r.DeadAt.IsZero() {
+				deadAt = r.DeadAt.UnixMilli()
+			}
+			res, err := stmt.Exec(r.CopyKey, r.MessageID, r.ClaimID, r.GUID, r.Reason, r.Status, r.Answer, r.Attempts, rec,
+				deadAt, r.BrokerReason, string(r.Properties), string(r.Headers), r.Body, r.Raw, r.IngestedAt.UnixMilli())
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			added += int(n)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err // rolled back: none of them is in the file
+	}
+	return added, nil
+}
+
+// DeadLetters returns the rows q selects, in the order of ingestion.
+func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadletter.Row, error) {
+	where, args := q.Where(func(int) string { return "?" })
+	query := `SELECT seq, ` + deadletter.Columns + ` FROM dead_letters WHERE ` + where + ` ORDER BY seq`
+	if q.Limit > 0 {
+		query += " LIMIT " + strconv.Itoa(q.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []deadletter.Row
+	for rows.Next() {
+		var r deadletter.Row
+		var rec sql.NullString
+		var deadAt sql.NullInt64
+		var props, headers string
+		var ingested int64
+		if err := rows.Scan(&r.Seq, &r.CopyKey, &r.MessageID, &r.ClaimID, &r.GUID, &r.Reason, &r.Status, &r.Answer, &r.Attempts, &rec,
+			&deadAt, &r.BrokerReason, &props, &headers, &r.Body, &r.Raw, &ingested); err != nil {
+			return nil, err
+		}
+		if rec.Valid {
+			r.Record = []byte(rec.String)
+		}
+		if deadAt.Valid {
+			r.DeadAt = time.UnixMilli(deadAt.Int64)
+		}
+		r.Properties, r.Headers, r.IngestedAt = []byte(props), []byte(headers), time.UnixMilli(ingested)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// CountDeadLetters counts the rows q selects.
+func (s *Store) CountDeadLetters(ctx context.Context, q deadletter.Query) (int64, error) {
+	where, args := q.Where(func(int) string { return "?" })
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM dead_letters WHERE `+where, args...).Scan(&n)
+	return n, err
+}
