@@ -26,6 +26,8 @@ type Result struct {
 	Duplicates map[string]int
 	// Quiescent is the number of states where all work is done.
 	Quiescent int
+
+	path []label // the trace's transitions, for a replay
 }
 
 // Summary is the one line both the test and scripts/model.sh print.
@@ -76,7 +78,8 @@ func Check(cfg Config) Result {
 	res := Result{Duplicates: map[string]int{}}
 	fail := func(at int32, last *label, why string) Result {
 		res.Why = "an invariant broke"
-		res.Trace, res.Violation = k.trace(init, at, parent, labels, last, why)
+		res.path = pathTo(at, parent, labels, last)
+		res.Trace, res.Violation = k.trace(init, res.path, last != nil, why)
 		res.States = len(keys)
 		res.Longest = int(depth[len(depth)-1])
 		return res
@@ -178,17 +181,7 @@ func (k *checker) pending(s *state) string {
 // trace tells the shortest trace to state at (and the transition last
 // from it, if any) by replaying its labels from the initial state.
 // The violation why is told with the same names.
-func (k *checker) trace(init *state, at int32, parent []int32, labels []label, last *label, why string) ([]string, string) {
-	var path []label
-	for i := at; i > 0; i = parent[i] {
-		path = append(path, labels[i])
-	}
-	for i, j := 0, len(path)-1; i < j; i, j = i+1, j-1 {
-		path[i], path[j] = path[j], path[i]
-	}
-	if last != nil {
-		path = append(path, *last)
-	}
+func (k *checker) trace(init *state, path []label, last bool, why string) ([]string, string) {
 	k.explain = true
 	defer func() { k.explain = false }()
 	var lines []string
@@ -209,7 +202,7 @@ func (k *checker) trace(init *state, at int32, parent []int32, labels []label, l
 		found := false
 		for _, e := range k.succ(s) {
 			if e.l == l {
-				if n == len(path)-1 && last != nil {
+				if n == len(path)-1 && last {
 					why = named(why) // the violation is told in the names before its step
 				}
 				desc := named(e.desc)
@@ -227,8 +220,24 @@ func (k *checker) trace(init *state, at int32, parent []int32, labels []label, l
 			break
 		}
 	}
-	if last == nil {
+	if !last {
 		why = named(why)
 	}
 	return lines, why
+}
+
+// pathTo is the transitions from the initial state to state at, and the
+// transition last from it, if any.
+func pathTo(at int32, parent []int32, labels []label, last *label) []label {
+	var path []label
+	for i := at; i > 0; i = parent[i] {
+		path = append(path, labels[i])
+	}
+	for i, j := 0, len(path)-1; i < j; i, j = i+1, j-1 {
+		path[i], path[j] = path[j], path[i]
+	}
+	if last != nil {
+		path = append(path, *last)
+	}
+	return path
 }
