@@ -2,7 +2,7 @@
 // posts one claim and reports the answer as it came (status, the start of
 // the body, the transport error, the latency, a Retry-After), and probes
 // whether the claim system answers at all. What an answer means for the
-// claim is decided elsewhere (relay's decide); this package only talks.
+// claim is decided elsewhere (claim.Decide); this package only talks.
 package partner
 
 import (

@@ -167,7 +167,7 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 	}
 	r.metrics.Call(a.Status, a.Latency)
 	r.pause.note(soft, a)
-	out := decide(a.Status, r.cfg.Accept, d.Redelivered, prior)
+	out := claim.Decide(a.Status, r.cfg.Accept, d.Redelivered, prior)
 	r.health.note(out, a) // before the retry plan: what the partner's answer was
 	var wait later
 	if r.cfg.Retry != nil {
@@ -175,7 +175,7 @@ func (r *relay) call(soft context.Context, d *delivery, prior int) {
 		// is the copy's own retries, carried in its headers.
 		wait.done = r.step(d)
 		prior = wait.done
-		out, wait.delay = delayed(out, *r.cfg.Retry, wait.done, a.RetryAfter)
+		out, wait.delay = claim.Delayed(out, r.cfg.Retry.Delays, wait.done, a.RetryAfter)
 	}
 	if hook := r.cfg.Hooks.AfterAnswer; hook != nil {
 		hook(out)

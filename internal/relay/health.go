@@ -14,7 +14,7 @@ import (
 // Without it a consumer whose partner is down answers "ready" while every
 // claim it takes burns its retry and goes to the DLQ.
 //
-// A failure is what a claim cannot get past: no answer, an answer decide
+// A failure is what a claim cannot get past: no answer, an answer claim.Decide
 // treats as transient (5xx, 408, 429, 1xx, 3xx), and another 2xx (a
 // proxy's page, not the claim system). A 201 and a rejection (422, other
 // 4xx) are the claim system doing its job: either resets the count.
@@ -23,7 +23,7 @@ type partnerHealth struct {
 	last  atomic.Pointer[string] // the latest failure, as /readyz says it
 }
 
-// note counts one call: out is decide's outcome of its answer a, before
+// note counts one call: out is claim.Decide's outcome of its answer a, before
 // a retry plan turns it into a delay. The common case (a success after a
 // success) only reads the counter, so that concurrent workers do not
 // contend on one cache line per claim.

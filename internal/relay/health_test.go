@@ -4,17 +4,18 @@ import (
 	"strings"
 	"testing"
 
+	"eaimq/internal/claim"
 	"eaimq/internal/partner"
 )
 
 // TestPartnerHealth: k calls in a row that failed make the consumer
 // unready, naming the last failure; a 201 or a rejection ends the run of
-// failures; every kind of answer decide treats as a failure counts (no
+// failures; every kind of answer claim.Decide treats as a failure counts (no
 // answer, 5xx, 429, 3xx, a 2xx not accepted); k 0 never makes it unready.
 func TestPartnerHealth(t *testing.T) {
 	accept := AcceptSet{201}
 	call := func(h *partnerHealth, status int, excerpt string) {
-		h.note(decide(status, accept, false, 0), partner.Answer{Status: status, Excerpt: excerpt})
+		h.note(claim.Decide(status, accept, false, 0), partner.Answer{Status: status, Excerpt: excerpt})
 	}
 	var h partnerHealth
 	for i, status := range []int{0, 503, 429, 302, 200} {

@@ -73,22 +73,14 @@ func (r *relay) giveBack(d *delivery) {
 	d.Nack(false, true /* requeue */)
 }
 
-// heldForRecord reports whether the outcome of att has been acted on by
-// the world already, so that its delivery waits, unacked, for its record
-// rather than go back: a 201 the partner gave, or a delayed copy the
-// broker confirmed (carryOut raised its lineage).
-func heldForRecord(att claim.Attempt) bool {
-	return att.Outcome == claim.OutDelivered || (att.Outcome.Action == claim.Delay && att.Lineage > 0)
-}
-
 // finishHeld writes att's record, waiting out the store as long as the
-// relay does (storeUnavailable) for an answer heldForRecord keeps: until
+// relay does (storeUnavailable) for an answer claim.HeldForRecord keeps: until
 // the store answers, or the relay stops waiting (a second signal, the
 // limit, or --http-timeout after the end of the run).
 func (r *relay) finishHeld(soft context.Context, d *delivery, att claim.Attempt) (claim.Outcome, error) {
 	for {
 		recorded, err := r.store.Finish(context.WithoutCancel(r.hard), d.id, att)
-		if err == nil || !heldForRecord(att) || !r.storeUnavailable(err) || !r.waitForStore(soft) {
+		if err == nil || !claim.HeldForRecord(att) || !r.storeUnavailable(err) || !r.waitForStore(soft) {
 			return recorded, err
 		}
 	}
@@ -130,7 +122,7 @@ func (r *relay) recordFailed(d *delivery, att claim.Attempt, err error) {
 		return
 	}
 	r.stats.ackErrors.Add(1)
-	if heldForRecord(att) {
+	if claim.HeldForRecord(att) {
 		d.lg.log(slog.LevelWarn, "claim NOT recorded: the dedup store did not answer in time; it goes back to claim.in, and its next copy reaches the partner again",
 			att.Outcome, att.Detail, partner.Answer{Status: att.Status}, "err", err)
 	}

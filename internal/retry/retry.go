@@ -20,6 +20,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/claim"
 )
 
 // Header counts the delayed retries behind a copy; HistoryHeader lists
@@ -99,25 +101,10 @@ func Short(d time.Duration) string {
 func QueueName(d time.Duration) string { return QueuePrefix + Short(d) }
 
 // Next is the delay before retry number done+1, or false when the plan
-// is spent and the claim goes to the DLQ. A Retry-After from the partner
-// (0 when none) raises it to the shortest configured delay that is no
-// sooner, capped by the longest: the claim is never retried before the
-// partner asked, unless it asked for more than the operator allows.
+// is spent and the claim goes to the DLQ: claim.Next decides, Retry-After
+// included.
 func (p Plan) Next(done int, retryAfter time.Duration) (time.Duration, bool) {
-	if done < 0 || done >= len(p.Delays) {
-		return 0, false
-	}
-	d := p.Delays[done]
-	if retryAfter <= d {
-		return d, true
-	}
-	qs := p.Queues()
-	for _, q := range qs {
-		if q >= retryAfter {
-			return q, true
-		}
-	}
-	return qs[len(qs)-1], true
+	return claim.Next(p.Delays, done, retryAfter)
 }
 
 // Done is the number of delayed retries behind a delivery: its Header, if

@@ -41,14 +41,17 @@ type Store interface {
 	// Begin takes message id in progress for this holder, unless it is
 	// done already, held by another live holder, dead-lettered before
 	// (for a redelivered copy), or the step of copy c was carried out
-	// already: claim.Begin decides. On SQLite a claim whose holder stops
+	// already: claim.Begin decides (claim.Start: the record it leaves). On SQLite a claim whose holder stops
 	// answering is free again after lease; on PostgreSQL a claim lives
 	// exactly as long as its holder's session, and lease is not used.
 	Begin(ctx context.Context, id string, c claim.Copy, lease time.Duration) (claim.Begun, error)
 	// Finish records the outcome of a claim this holder took with Begin
 	// (or of one decided without a call) and releases it; the caller acts
-	// on the outcome it returns, only after it returns. The record's
-	// lineage rises to a.Lineage.
+	// on the outcome it returns, only after it returns. What the record
+	// becomes, and that outcome, are claim.Finish's (a done record is
+	// never overwritten, a late holder releases only what it holds, the
+	// lineage only rises); TestLifecycleDifferential holds each backend
+	// to it.
 	Finish(ctx context.Context, id string, a claim.Attempt) (claim.Outcome, error)
 	// Get returns the record of id; found is false when there is none.
 	Get(ctx context.Context, id string) (rec claim.Record, found bool, err error)

@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"eaimq/internal/claim"
+	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -65,10 +67,11 @@ func (s *Store) Begin(ctx context.Context, id string, cp claim.Copy, _ time.Dura
 			return claim.Begun{}, err
 		}
 		if !locked {
+			b, err := s.heldByPeer(ctx, conn, id, cp)
 			conn.Release()
 			c.conn = nil
 			s.letGo(ctx, c)
-			return claim.Begun{Result: claim.Busy}, nil
+			return b, err
 		}
 		isNew = inserted
 		break
@@ -107,6 +110,32 @@ func (s *Store) take(ctx context.Context, conn *pgxpool.Conn, id string, cp clai
 	return s.takeExisting(ctx, conn, id, cp)
 }
 
+// heldByPeer is Begin of a claim whose lock another session holds: a
+// live holder has it in flight (HeldElsewhere). claim.Begin still decides
+// on the record, since a copy of a step carried out is acked without
+// waiting for that holder (StepDone), as on SQLite. Whatever else it
+// decides is Busy: without the lock, this store takes nothing (the
+// holder may have committed its outcome and not yet let go of the lock,
+// so the record may read as free).
+func (s *Store) heldByPeer(ctx context.Context, conn *pgxpool.Conn, id string, cp claim.Copy) (claim.Begun, error) {
+	var state string
+	var reason *string
+	var f claim.Found
+	err := conn.QueryRow(ctx, `SELECT state, reason, failures, lineage, dead_token FROM claims WHERE message_id = $1`, pgKey(id)).
+		Scan(&state, &reason, &f.Failures, &f.Lineage, &f.DeadToken)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return claim.Begun{Result: claim.Busy}, nil // its Begin has not committed the record yet
+	}
+	if err != nil {
+		return claim.Begun{}, err
+	}
+	f.State, f.Reason, f.HeldElsewhere = claim.ParseState(state), claim.StoredReason(deref(reason)), true
+	if b := claim.Begin(f, cp); b.Result != claim.Acquired {
+		return b, nil
+	}
+	return claim.Begun{Result: claim.Busy}, nil
+}
+
 // lockAndInsert takes id's advisory lock for conn's session and, when it
 // gets it, inserts the in-progress record of an id never seen: the
 // common case of Begin in one round trip. The insert needs no snapshot
@@ -127,13 +156,16 @@ func (s *Store) takeExisting(ctx context.Context, conn *pgxpool.Conn, id string,
 	key := pgKey(id)
 	for {
 		var state string
-		var reason *string
-		var f claim.Found
-		if err := conn.QueryRow(ctx, `SELECT state, reason, failures, lineage, dead_token FROM claims WHERE message_id = $1`, key).
-			Scan(&state, &reason, &f.Failures, &f.Lineage, &f.DeadToken); err != nil {
+		var reason, owner *string
+		var r claim.Stored
+		if err := conn.QueryRow(ctx, `SELECT state, reason, failures, lineage, dead_token, owner FROM claims WHERE message_id = $1`, key).
+			Scan(&state, &reason, &r.Failures, &r.Lineage, &r.DeadToken, &owner); err != nil {
 			return claim.Begun{}, err
 		}
-		f.State, f.Reason = claim.ParseState(state), claim.StoredReason(deref(reason))
+		r.State, r.Reason, r.Holder = claim.ParseState(state), claim.StoredReason(deref(reason)), deref(owner)
+		// Our session holds the claim's lock: a holder named on the record
+		// lost its lock with its session, so it is not live.
+		f := r.Found(claim.HeldElsewhere(r, claim.Holding{Holder: s.owner}, false))
 		b := claim.Begin(f, cp)
 		if b.Result != claim.Acquired {
 			return b, nil

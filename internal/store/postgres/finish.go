@@ -157,8 +157,16 @@ func (s *Store) recordHeld(ctx context.Context, c *pgClaim, key string, a claim.
 		return recordRes{err: err}
 	}
 	closeConn(c.conn)
-	if pgconn.SafeToRetry(err) {
+	var pe *pgconn.PgError
+	switch {
+	case pgconn.SafeToRetry(err):
 		return recordRes{err: err} // nothing was sent
+	case errors.As(err, &pe) && pe.Severity == "FATAL" && len(tags) == 0:
+		// The server ended the session (an operator, a restart) before it
+		// answered our BEGIN: it answers in order, so nothing of the
+		// pipeline ran. (pgx meets a session ended while idle this way,
+		// when it prepares the pipeline's statements.)
+		return recordRes{err: err}
 	}
 	// The session died with the pipeline sent: whether the COMMIT landed
 	// is read from the record. In flight (for this store, or for a peer
@@ -166,17 +174,27 @@ func (s *Store) recordHeld(ctx context.Context, c *pgClaim, key string, a claim.
 	// record leaves that state only by a COMMIT. (Should ours still be
 	// running on a server the network lost, it either comes second and
 	// matches nothing, or first, and the late holder's write through the
-	// pool counts the call twice: a count, never a second call.) Our
-	// outcome with no owner, it did.
-	var state string
+	// pool counts the call twice: a count, never a second call.) With no
+	// owner and everything our outcome decides (claim.Finish: state,
+	// reason, a lineage no lower, a dead-letter decision's token), it did,
+	// or another holder's equal outcome stands for it: at worst a count is
+	// short. Anything else is unknown: the caller tries again, and that
+	// write (through the pool, by the rule for a late holder) can only
+	// raise the lineage, never lose it.
+	var state, reason string
 	var owner *string
-	if rerr := s.pool.QueryRow(ctx, `SELECT state, owner FROM claims WHERE message_id = $1`, key).Scan(&state, &owner); rerr != nil {
+	var lineage int
+	var deadToken string
+	if rerr := s.pool.QueryRow(ctx, `SELECT state, owner, COALESCE(reason, ''), lineage, dead_token FROM claims WHERE message_id = $1`, key).
+		Scan(&state, &owner, &reason, &lineage, &deadToken); rerr != nil {
 		return recordRes{sent: true, err: err}
 	}
-	if owner == nil && claim.ParseState(state) == a.Outcome.Action.State() {
+	st := claim.ParseState(state)
+	if owner == nil && st == a.Outcome.Action.State() && claim.StoredReason(reason) == a.Outcome.Reason && lineage >= a.Lineage &&
+		(st != claim.StateDead || deadToken == a.Token) {
 		return recordRes{written: true}
 	}
-	if claim.ParseState(state) == claim.StateInFlight {
+	if st == claim.StateInFlight {
 		return recordRes{err: err}
 	}
 	return recordRes{sent: true, err: err}

@@ -38,7 +38,7 @@ package postgres
 
 import (
 	"context"
-	"eaimq/internal/claim"
+	"eaimq/internal/claim/proc"
 	"eaimq/internal/redact"
 	"errors"
 	"fmt"
@@ -83,7 +83,7 @@ type Options struct {
 	// ReadOnly opens an existing database without writing (the dlq tool).
 	ReadOnly bool
 	// Owner overrides this store's name in in-progress claims (tests stand
-	// in for a second process with it); claim.Holder by default.
+	// in for a second process with it); proc.Holder by default.
 	Owner string
 	// Conns is the most claims the caller holds in progress at once (the
 	// consumer's --prefetch); the store keeps one connection for each,
@@ -114,7 +114,7 @@ func Open(location string, o Options) (*Store, error) {
 		o.Conns = DefaultConns
 	}
 	if o.Owner == "" {
-		o.Owner = claim.Holder()
+		o.Owner = proc.Holder()
 	}
 	cfg, err := pgxpool.ParseConfig(location)
 	if err != nil {

@@ -48,19 +48,22 @@ func (s *Store) Begin(ctx context.Context, id string, c claim.Copy, lease time.D
 }
 
 // found reads a claims row (selectClaim's columns) as claim.Begin sees it:
-// a claim in flight is held elsewhere when another holder has it, its
-// lease has not run out, and its process still runs.
+// a claim in flight is held elsewhere (claim.HeldElsewhere) when another
+// holder has it, and that holder is live: its lease has not run out, and
+// Liveness does not say its process is gone.
 func (s *Store) found(row *sql.Row, now int64) (claim.Found, error) {
 	var state, owner, reason sql.NullString
 	var leaseUntil sql.NullInt64
-	var f claim.Found
-	if err := row.Scan(&state, &owner, &leaseUntil, &f.Failures, &reason, &f.Lineage, &f.DeadToken); err != nil {
+	var r claim.Stored
+	if err := row.Scan(&state, &owner, &leaseUntil, &r.Failures, &reason, &r.Lineage, &r.DeadToken); err != nil {
 		return claim.Found{}, err
 	}
-	f.State, f.Reason = claim.ParseState(state.String), claim.StoredReason(reason.String)
-	f.HeldElsewhere = f.State == claim.StateInFlight && owner.String != s.owner &&
-		leaseUntil.Int64 > now && !claim.HolderGone(owner.String)
-	return f, nil
+	r.State, r.Reason, r.Holder = claim.ParseState(state.String), claim.StoredReason(reason.String), owner.String
+	// Liveness is asked only of a holder that could hold it elsewhere: it
+	// reads /proc.
+	h := claim.Holding{Holder: s.owner}
+	live := leaseUntil.Int64 > now && claim.HeldElsewhere(r, h, true) && !s.liveness.Gone(r.Holder)
+	return r.Found(claim.HeldElsewhere(r, h, live)), nil
 }
 
 // Finish records the outcome of the claim this process holds and releases
@@ -206,11 +209,14 @@ func (s *Store) statements() []struct {
 			WHERE message_id = ? AND state <> {done}
 				AND (? = {done} OR state <> {inflight} OR owner IS NULL OR owner = ?)`},
 		// Solo mode's Finish: the whole record in one statement. A done
-		// record is never overwritten; failures is the count Begin read
-		// plus this one (?5 is NULL for a claim not held: the count on
-		// record); the lineage starts over for a claim Begin restarted
-		// (?14), and rises to this outcome's (?13); a dead-letter decision
-		// keeps its copy's token (?15).
+		// record is never overwritten, nor a claim another holder has in
+		// flight (a row left by a store that shared the file and died),
+		// unless this store holds it (?16) or this outcome is the
+		// acceptance; failures is the count Begin read plus this one (?5
+		// is NULL for a claim not held: the count on record); the lineage
+		// starts over for a claim Begin restarted (?14), and rises to this
+		// outcome's (?13); a dead-letter decision keeps its copy's token
+		// (?15).
 		{&s.stmts.upsert, `INSERT INTO claims (message_id, state, claim_id, attempts, failures, last_status, last_error,
 				reason, dead_reason, updated_at, done_at, lineage, dead_token)
 			VALUES (?1, ?2, ?3, ?4, COALESCE(?5, 0) + ?6, ?7, ?8, ?9, CASE WHEN ?2 = {dead} THEN ?10 END, ?11, ?12, ?13,
@@ -222,7 +228,8 @@ func (s *Store) statements() []struct {
 				dead_token = CASE WHEN ?2 = {dead} THEN ?15 ELSE dead_token END,
 				updated_at = ?11, done_at = COALESCE(?12, done_at),
 				lineage = max(CASE WHEN ?14 THEN 0 ELSE lineage END, ?13)
-			WHERE state <> {done}`},
+			WHERE state <> {done}
+				AND (?16 OR ?2 = {done} OR state <> {inflight} OR owner IS NULL OR owner = ?17)`},
 		// Leaving solo mode: a claim held in memory becomes the row Begin
 		// would have written.
 		{&s.stmts.writeDown, `INSERT INTO claims (message_id, state, owner, lease_until, failures, claim_id, updated_at)

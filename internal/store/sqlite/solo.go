@@ -14,12 +14,14 @@ import (
 // Solo mode: one store write per claim when no other process shares the
 // SQLite file.
 //
-// The in-progress row that Begin writes exists only to tell another
-// process sharing the file that this one is calling the partner with that
-// id. When no other process has the file open for writing, nobody reads
-// it: the claims this store holds can live in memory (held), Begin only
-// reads the record, and Finish writes it in one statement. That halves the
-// transactions per claim and takes Begin out of the writer's queue.
+// The in-progress row that Begin writes of an id never seen exists only
+// to tell another process sharing the file that this one is calling the
+// partner with that id. When no other process has the file open for
+// writing, nobody reads it: such claims can live in memory (held), Begin
+// only reads the record, and Finish writes it in one statement. That
+// halves the transactions per claim and takes Begin out of the writer's
+// queue. (A claim with a record is taken with its row written, as when
+// the file is shared: see soloBegin.)
 //
 // Who shares the file is known from a lock file beside it (<file>-lock),
 // with open-file-description locks (Linux), two bytes:
@@ -213,6 +215,19 @@ func (s *Store) soloBegin(ctx context.Context, id string, c claim.Copy, lease ti
 	if b = claim.Begin(f, c); b.Result != claim.Acquired {
 		return b, true, nil
 	}
+	if f.State != claim.StateNone {
+		// A record exists: take it as a shared store does, with its
+		// in-progress row written (ok false: Begin goes on). Held only in
+		// memory, a consumer that dies before its Finish would leave the
+		// record as it was before this Begin, and claim.Start says
+		// otherwise: a replay of a dead claim would be rejected again
+		// without a call (DeadBefore), a republished claim's restarted
+		// lineage would come back and ack its redelivered copy unsent
+		// (StepDone), a fresh copy would lose the retry its count reset
+		// gave it. Only a claim never seen, the common case, stays a
+		// read: there the record before Begin is none, as after a crash.
+		return claim.Begun{}, false, nil
+	}
 	s.solo.heldMu.Lock()
 	s.solo.held[id] = heldClaim{claimID: c.ClaimID, failures: b.Failures, leaseUntil: now + lease.Milliseconds(), restart: b.Restart}
 	s.solo.heldMu.Unlock()
@@ -245,18 +260,16 @@ func (s *Store) soloFinish(ctx context.Context, id string, a claim.Attempt, stat
 		out = a.Outcome
 		now := nowMS()
 		r, err := tx.Stmt(s.stmts.upsert).Exec(id, state.String(), claimID, called, base, failed, a.Status, nullable(a.Error),
-			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now), a.Lineage, restart, a.Token)
+			a.Outcome.Reason.String(), nullable(a.Detail), now, doneAt(state, now), a.Lineage, restart, a.Token, held, s.owner)
 		if err != nil {
 			return err
 		}
 		if n, _ := r.RowsAffected(); n == 0 {
-			// Done already (a done record is never overwritten): count
-			// the call.
-			if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, lineage = max(lineage, ?), updated_at = ? WHERE message_id = ?`,
-				called, a.Lineage, now, id); err != nil {
+			// Done already, or in flight for another holder: count the
+			// call, keep the record (claim.Finish).
+			if out, err = s.notFinished(tx, id, a, state, now); err != nil {
 				return err
 			}
-			out = claim.OutDuplicate
 		}
 		return s.logAttempt(tx, id, a, out)
 	})

@@ -23,6 +23,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3"
 
 	"eaimq/internal/claim"
+	"eaimq/internal/claim/proc"
 	"eaimq/internal/linkpath"
 )
 
@@ -51,6 +52,8 @@ type Store struct {
 	reqs    chan *request
 	stopped chan struct{}
 	once    sync.Once
+
+	liveness claim.Liveness // whether a holder on record still runs (proc.Liveness)
 }
 
 // Options tune Open.
@@ -62,8 +65,13 @@ type Options struct {
 	// ReadOnly opens an existing file without writing (the dlq tool).
 	ReadOnly bool
 	// Owner overrides this process's name in in-progress claims (tests
-	// stand in for a second process with it); claim.Holder by default.
+	// stand in for a second process with it); proc.Holder by default.
 	Owner string
+	// Liveness tells whether the holder of a claim in flight is gone, so
+	// that its claim is taken before its lease runs out; proc.Liveness
+	// (the holder's process no longer runs) by default. Tests stand in
+	// for a holder's death with their own.
+	Liveness claim.Liveness
 }
 
 // EnvPath names the variable that names the file, for messages.
@@ -100,9 +108,12 @@ func Open(path string, o Options) (*Store, error) {
 	// writer at a time anyway.
 	db.SetMaxOpenConns(1)
 	if o.Owner == "" {
-		o.Owner = claim.Holder()
+		o.Owner = proc.Holder()
 	}
-	s := &Store{db: db, path: given, file: path, owner: o.Owner, durability: o.Synchronous, readOnly: o.ReadOnly,
+	if o.Liveness == nil {
+		o.Liveness = proc.Liveness{}
+	}
+	s := &Store{db: db, path: given, file: path, owner: o.Owner, liveness: o.Liveness, durability: o.Synchronous, readOnly: o.ReadOnly,
 		reqs: make(chan *request, 256), stopped: make(chan struct{})}
 	if err := s.init(o.ReadOnly); err != nil {
 		db.Close()

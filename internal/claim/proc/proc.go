@@ -1,4 +1,8 @@
-package claim
+// Package proc names the holders of in-progress claims after their
+// process, and tells from /proc whether a holder's process still runs:
+// the one part of a claim's lifecycle that is not pure, kept out of
+// package claim (whose rules take its answer as input: claim.Liveness).
+package proc
 
 import (
 	"fmt"
@@ -18,11 +22,15 @@ func Holder() string {
 
 var holderSeq atomic.Int64
 
-// HolderGone reports whether holder (as Holder names one) is a process on
-// this host that no longer runs, so that its in-progress claims can be
-// taken at once rather than after their lease (a consumer killed with -9
-// and started again).
-func HolderGone(holder string) bool {
+// Liveness is claim.Liveness read from /proc, for holders Holder named.
+type Liveness struct{}
+
+// Gone reports whether holder (as Holder names one) is a process on this
+// host that no longer runs, so that its in-progress claims can be taken at
+// once rather than after their lease (a consumer killed with -9 and
+// started again). A holder on another host, or a name it cannot read, is
+// not known to be gone.
+func (Liveness) Gone(holder string) bool {
 	parts := strings.Split(holder, ":")
 	if len(parts) < 3 {
 		return false
