@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # model.sh: the model checker's deeper configuration (docs/model.md): more
-# faults in one trace, and three claims. No server needed. Its last line is
+# faults in one trace, and three claims with three consumers. No server needed. Its last line is
 # the summary: model: N states, longest trace D, fixpoint reached, faults fired: ...
 #
 #   scripts/model.sh             the deeper run (go test -model.deep)

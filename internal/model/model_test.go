@@ -87,8 +87,8 @@ func TestFixpoint(t *testing.T) {
 	}
 }
 
-// TestDeep is scripts/model.sh's deeper configuration: more faults in one
-// trace, and three claims.
+// TestDeep is scripts/model.sh's deeper configuration: budget 2 and three
+// faults in one trace; and three claims with three consumers.
 func TestDeep(t *testing.T) {
 	if !*deep {
 		t.Skip("the deeper configuration runs with -model.deep (scripts/model.sh)")
@@ -97,8 +97,8 @@ func TestDeep(t *testing.T) {
 	for _, delays := range []int{0, 1} {
 		cs = append(cs, Config{Answers: []Answer{Accepts, AlwaysBusy}, Consumers: 2, Delays: delays, Budget: Budgets(2),
 			MaxFaults: 3, StaleStops: true, Rules: Proposed(), MaxStates: 20_000_000})
-		cs = append(cs, Config{Answers: []Answer{Accepts, Refuses, BusyOnce}, Consumers: 2, Delays: delays, Budget: FigureBudget(),
-			MaxFaults: 1, StaleStops: true, Rules: Proposed(), MaxStates: 20_000_000})
+		cs = append(cs, Config{Answers: []Answer{Accepts, Refuses, AlwaysBusy}, Consumers: 3, Delays: delays, Budget: FigureBudget(),
+			MaxFaults: 2, StaleStops: true, Rules: Proposed(), MaxStates: 20_000_000})
 	}
 	start := time.Now()
 	r := run(t, cs)
