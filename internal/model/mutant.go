@@ -1,0 +1,172 @@
+package model
+
+import (
+	"time"
+
+	"eaimq/internal/claim"
+)
+
+// Mutant is a wrong version of one decision: a wrapper around the
+// production function's input or result, chosen by value (Config.Rules),
+// never by editing code. The checker must kill each one: find an
+// invariant it breaks, with a shortest trace.
+type Mutant struct {
+	Name    string
+	Answers []Answer // the claims its search runs with
+	Delays  int      // 0: the lab's rule; 1: --retry-delays with one delay
+	Wrap    func(r *Rules)
+}
+
+// Config is the search that must kill m: two claims, two consumers,
+// every fault at budget 1 (crashes and lost acks 2), at most two faults
+// in a trace, on the rules the fixpoint run checks (Proposed).
+func (m Mutant) Config() Config {
+	r := Proposed()
+	m.Wrap(&r)
+	return Config{Answers: m.Answers, Consumers: 2, Delays: m.Delays, Budget: FigureBudget(), MaxFaults: 2,
+		StaleStops: true, Rules: r}
+}
+
+// Mutants are the mutants of the production decisions the checker kills.
+var Mutants = []Mutant{
+	{Name: "the rule before the copy token: a redelivered copy of a dead claim is rejected again whatever its token",
+		Answers: []Answer{AlwaysBusy, Accepts}, Delays: 1, Wrap: func(r *Rules) {
+			start := r.Start
+			r.Start = func(st claim.Stored, c claim.Copy, h claim.Holding, live bool) (claim.Stored, claim.Begun) {
+				tok := st.DeadToken
+				st.DeadToken = ""
+				st, b := start(st, c, h, live)
+				st.DeadToken = tok
+				return st, b
+			}
+		}},
+	{Name: "ack before record: the relay settles, then records",
+		Answers: []Answer{Accepts, AlwaysBusy}, Wrap: func(r *Rules) { r.AckBeforeRecord = true }},
+	{Name: "a 422 requeued (Decide)",
+		Answers: []Answer{Refuses, Accepts}, Wrap: func(r *Rules) {
+			decide := r.Decide
+			r.Decide = func(status int, accept claim.AcceptSet, redelivered bool, prior int) claim.Outcome {
+				if out := decide(status, accept, redelivered, prior); out != claim.OutRejected {
+					return out
+				}
+				return claim.OutRetry
+			}
+		}},
+	{Name: "a redelivered transient failure requeued again (Decide)",
+		Answers: []Answer{AlwaysBusy, Accepts}, Wrap: func(r *Rules) {
+			decide := r.Decide
+			r.Decide = func(status int, accept claim.AcceptSet, redelivered bool, prior int) claim.Outcome {
+				if out := decide(status, accept, redelivered, prior); out != claim.OutFailed {
+					return out
+				}
+				return claim.OutRetry
+			}
+		}},
+	{Name: "Finish overwrites a done record",
+		Answers: []Answer{BusyOnce, Accepts}, Wrap: func(r *Rules) {
+			finish := r.Finish
+			r.Finish = func(st claim.Stored, a claim.Attempt, h claim.Holding) (claim.Stored, claim.Outcome) {
+				if st.State == claim.StateDone && a.Outcome.Action.State() != claim.StateDone {
+					st.State, st.Holder = claim.StateFailed, ""
+				}
+				return finish(st, a, h)
+			}
+		}},
+	{Name: "a late holder releases another's claim (Finish)",
+		Answers: []Answer{AlwaysBusy, Accepts}, Wrap: func(r *Rules) {
+			finish := r.Finish
+			r.Finish = func(st claim.Stored, a claim.Attempt, h claim.Holding) (claim.Stored, claim.Outcome) {
+				if st.State == claim.StateInFlight {
+					st.Holder = h.Holder
+				}
+				return finish(st, a, h)
+			}
+		}},
+	{Name: "the lineage goes back (Finish sets it rather than raise it)",
+		Answers: []Answer{AlwaysBusy, Accepts}, Delays: 1, Wrap: func(r *Rules) {
+			finish := r.Finish
+			r.Finish = func(st claim.Stored, a claim.Attempt, h claim.Holding) (claim.Stored, claim.Outcome) {
+				after, out := finish(st, a, h)
+				after.Lineage = a.Lineage
+				return after, out
+			}
+		}},
+	{Name: "a done record not read: the claim is called again (Begin)",
+		Answers: []Answer{Accepts, AlwaysBusy}, Wrap: func(r *Rules) {
+			start := r.Start
+			r.Start = func(st claim.Stored, c claim.Copy, h claim.Holding, live bool) (claim.Stored, claim.Begun) {
+				if st.State == claim.StateDone {
+					st.State = claim.StateFailed
+				}
+				return start(st, c, h, live)
+			}
+		}},
+	{Name: "a dead-letter decision on record not read: a redelivered copy is called again (Begin)",
+		Answers: []Answer{Refuses, Accepts}, Wrap: func(r *Rules) {
+			start := r.Start
+			r.Start = func(st claim.Stored, c claim.Copy, h claim.Holding, live bool) (claim.Stored, claim.Begun) {
+				if st.State == claim.StateDead {
+					st.State = claim.StateFailed
+				}
+				return start(st, c, h, live)
+			}
+		}},
+	{Name: "a live holder ignored: Begin takes a claim in flight elsewhere",
+		Answers: []Answer{Accepts, AlwaysBusy}, Wrap: func(r *Rules) {
+			start := r.Start
+			r.Start = func(st claim.Stored, c claim.Copy, h claim.Holding, live bool) (claim.Stored, claim.Begun) {
+				return start(st, c, h, false)
+			}
+		}},
+	{Name: "the lineage not read: a copy whose step was carried out is acted on again (Begin)",
+		Answers: []Answer{AlwaysBusy, Accepts}, Delays: 1, Wrap: func(r *Rules) {
+			start := r.Start
+			r.Start = func(st claim.Stored, c claim.Copy, h claim.Holding, live bool) (claim.Stored, claim.Begun) {
+				lin := st.Lineage
+				st.Lineage = 0
+				after, b := start(st, c, h, live)
+				if b.Result != claim.Acquired || !b.Restart {
+					after.Lineage = lin
+				}
+				return after, b
+			}
+		}},
+	{Name: "a 201 not held for its record: given back while the store does not answer (HeldForRecord)",
+		Answers: []Answer{Accepts, AlwaysBusy}, Wrap: func(r *Rules) {
+			r.HeldForRecord = func(claim.Attempt) bool { return false }
+		}},
+	{Name: "the retry burnt by a crash: redelivered alone dead-letters a transient failure (Decide)",
+		Answers: []Answer{BusyOnce, Accepts}, Wrap: func(r *Rules) {
+			decide := r.Decide
+			r.Decide = func(status int, accept claim.AcceptSet, redelivered bool, prior int) claim.Outcome {
+				return decide(status, accept, redelivered, 1)
+			}
+		}},
+	{Name: "the plan's end ignored: a failure after the last delay is delayed again (Delayed)",
+		Answers: []Answer{AlwaysBusy, Accepts}, Delays: 1, Wrap: func(r *Rules) {
+			delayed := r.Delayed
+			r.Delayed = func(out claim.Outcome, delays []time.Duration, done int, retryAfter time.Duration) (claim.Outcome, time.Duration) {
+				if o, d := delayed(out, delays, done, retryAfter); o != claim.OutFailed {
+					return o, d
+				}
+				return claim.OutDelayed, delays[len(delays)-1]
+			}
+		}},
+	{Name: "a transient failure not counted on record (Finish)",
+		Answers: []Answer{AlwaysBusy, Accepts}, Wrap: func(r *Rules) {
+			finish := r.Finish
+			r.Finish = func(st claim.Stored, a claim.Attempt, h claim.Holding) (claim.Stored, claim.Outcome) {
+				after, out := finish(st, a, h)
+				after.Failures = st.Failures
+				return after, out
+			}
+		}},
+}
+
+// FigureBudget is the figures' budget: every fault kind once, crashes and
+// lost acks twice.
+func FigureBudget() [NumFaults]int {
+	b := Budgets(1)
+	b[Crash], b[LostAck] = 2, 2
+	return b
+}

@@ -1,0 +1,164 @@
+package model
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"eaimq/internal/claim"
+	"eaimq/internal/pgtest"
+	"eaimq/internal/store"
+	"eaimq/internal/store/postgres"
+)
+
+// TestReplay replays counterexamples against both real stores: each
+// Begin and Finish of the trace is made on a store of that worker's own
+// (SQLite: one file shared by two holders; PostgreSQL: one database), a
+// lease running out is made to run out, and after each step the store's
+// answer and record must be what the production rules said in the
+// model. The traces: the forked-retry class (the copy token's mutant,
+// replayed under the production rules, where the sibling is acked), and
+// the findings the checker made in claim (there the stores do what the
+// model says, so the finding is the stores' as well).
+func TestReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays against SQLite and PostgreSQL; -short runs without servers")
+	}
+	traces := []struct {
+		name string
+		cfg  Config
+	}{
+		{"forked retry: a sibling of a dead-lettered copy comes back redelivered", Mutants[0].Config()},
+		{"a late holder overwrites a dead-letter decision",
+			Config{Answers: []Answer{AlwaysBusy, Accepts}, Consumers: 2, Delays: 1, Budget: FigureBudget(), MaxFaults: 2, StaleStops: true, Rules: proposed(allFixes &^ keepDead)}},
+		{"a delayed sibling taken for a replay",
+			Config{Answers: []Answer{Refuses, BusyOnce}, Consumers: 2, Delays: 1, Budget: FigureBudget(), MaxFaults: 2, StaleStops: true, Rules: proposed(allFixes &^ siblingNotReplay)}},
+		{"a late holder's outcome after a delivery (Finish keeps the done record)", Mutants[4].Config()},
+	}
+	for _, tr := range traces {
+		r := Check(tr.cfg)
+		if r.Violation == "" {
+			t.Fatalf("%s: no counterexample to replay", tr.name)
+		}
+		cfg := tr.cfg
+		cfg.Rules = Production()
+		steps, err := r.StoreSteps(cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tr.name, err)
+		}
+		for _, be := range replayBackends {
+			t.Run(be.name+"/"+tr.name, func(t *testing.T) {
+				replayOn(t, be, cfg.Consumers, steps)
+			})
+		}
+	}
+}
+
+type replayBackend struct {
+	name     string
+	location func(t *testing.T) string
+	// lose makes the holder of id lose it as its backend can: SQLite's
+	// lease runs out, PostgreSQL's session ends.
+	lose func(t *testing.T, loc, id string)
+}
+
+var replayBackends = []replayBackend{
+	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "processed.db") },
+		func(t *testing.T, loc, id string) {
+			db, err := sql.Open("sqlite3", "file:"+loc+"?_busy_timeout=10000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(`UPDATE claims SET lease_until = 0 WHERE message_id = ?`, id); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	{"postgres", func(t *testing.T) string { return pgtest.New(t) }, func(t *testing.T, loc, id string) {
+		ctx := context.Background()
+		c, err := pgx.Connect(ctx, loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		key := uint64(postgres.LockKey(id))
+		var ok bool
+		err = c.QueryRow(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1`,
+			int64(key>>32), int64(key&0xffffffff)).Scan(&ok)
+		if err != nil || !ok {
+			t.Fatalf("end the session that holds %s: %v %v", id, ok, err)
+		}
+	}},
+}
+
+func replayOn(t *testing.T, be replayBackend, workers int, steps []StoreStep) {
+	ctx := context.Background()
+	loc := be.location(t)
+	stores := make([]store.Store, workers+1)
+	for w := 1; w <= workers; w++ {
+		// Owners on another host: SQLite never takes a live holder of
+		// this test for a dead process.
+		s, err := store.Open(loc, store.Options{Owner: fmt.Sprintf("elsewhere:%d:%d", w, w)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores[w] = s
+	}
+	var told []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("%s\nsteps so far:\n%s", fmt.Sprintf(format, args...), strings.Join(told, "\n"))
+	}
+	for _, st := range steps {
+		s := stores[st.Worker]
+		told = append(told, fmt.Sprintf("%2d. w%d %s %s %+v", st.N, st.Worker, st.Kind, st.ID, st.Copy))
+		switch st.Kind {
+		case "begin":
+			b, err := s.Begin(ctx, st.ID, st.Copy, time.Hour)
+			if err != nil {
+				fail("step %d: Begin: %v", st.N, err)
+			}
+			if b.Result != st.Begun.Result || (b.Result == claim.Acquired && b.Failures != st.Begun.Failures) || b.Prior != st.Begun.Prior {
+				fail("step %d: Begin of %s by w%d: the store says %+v, the model %+v", st.N, st.ID, st.Worker, b, st.Begun)
+			}
+		case "finish":
+			out, err := s.Finish(ctx, st.ID, st.Attempt)
+			if err != nil && store.Transient(err) {
+				// PostgreSQL: the first statement of a holder whose session
+				// was ended fails. The relay writes again an answer held
+				// for its record (finishHeld), and gives any other back
+				// unrecorded; the record is compared either way.
+				if !claim.HeldForRecord(st.Attempt) {
+					told = append(told, "    (not recorded: the relay gives it back; "+err.Error()+")")
+					break
+				}
+				out, err = s.Finish(ctx, st.ID, st.Attempt)
+			}
+			if err != nil {
+				fail("step %d: Finish: %v", st.N, err)
+			}
+			if out != st.Recorded {
+				fail("step %d: Finish of %s by w%d (%s): the store says %s, the model %s", st.N, st.ID, st.Worker, st.Attempt.Outcome.Word(), out.Word(), st.Recorded.Word())
+			}
+		case "lose":
+			be.lose(t, loc, st.ID)
+			continue
+		}
+		rec, found, err := s.Get(ctx, st.ID)
+		if err != nil || !found {
+			fail("step %d: Get %s: %v (found %v)", st.N, st.ID, err, found)
+		}
+		if rec.State != st.Record.State || rec.Failures != st.Record.Failures {
+			fail("step %d: the record of %s: the store has %s with %d failures, the model %s with %d", st.N, st.ID, rec.State, rec.Failures, st.Record.State, st.Record.Failures)
+		}
+	}
+	t.Logf("%d store steps agree with the model:\n%s", len(steps), strings.Join(told, "\n"))
+}
