@@ -55,8 +55,12 @@ func TestBadInput(t *testing.T) {
 			if ee.ExitCode() != 2 || !strings.HasPrefix(first, tc.first) {
 				t.Errorf("exit %d, first line %q; want 2, %q", ee.ExitCode(), first, tc.first)
 			}
-			if see := cli.SeeManual("claimsys"); rest != see+"\n" {
-				t.Errorf("after the mistake, want only %q, got:\n%s", see, rest)
+			want := cli.SeeManual("claimsys") + "\n"
+			if tc.args[0] == "-dleay" { // one typo from -delay: the suggestion first
+				want = "did you mean -delay?\n" + want
+			}
+			if rest != want {
+				t.Errorf("after the mistake, want only %q, got:\n%s", want, rest)
 			}
 		})
 	}
