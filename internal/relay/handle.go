@@ -65,6 +65,9 @@ func (r *relay) handle(soft context.Context, s *session, ad amqp.Delivery) {
 
 	// Two copies of one claim in this process: the second waits for the
 	// first's outcome, then finds the record.
+	if hook := r.cfg.Hooks.BeforeBegin; hook != nil {
+		hook(d.Delivery)
+	}
 	release, ok := r.flight.acquire(r.hard, d.id)
 	if !ok {
 		return
@@ -113,6 +116,22 @@ func (r *relay) begin(soft context.Context, d *delivery, claimID string) (prior 
 		// back to claim.in (store.go).
 		if r.storeIsDown() {
 			r.giveBack(d)
+			return 0, false
+		}
+		// A delivery whose session has ended is dropped here: no Begin,
+		// no call, no settlement. The broker requeued it the moment its
+		// channel closed, and its redelivered copy is someone else's now
+		// (or will be). This copy still says fresh at step 0, and Begin
+		// would take it for a claim published again and start its lineage
+		// over: with --retry-delays one lost confirm more puts the claim
+		// in claim.dead twice, and in the lab's mode it costs a call
+		// (docs/model.md, finding 1). Checked again after each wait for a
+		// busy claim below, since that wait is the redelivered copy
+		// working. What is left is the channel closing between this check
+		// and Begin (docs/safety.md, crash windows).
+		if d.s.over() {
+			r.cfg.Log.Info("delivery dropped before its Begin: its channel closed, and the broker has it back for another consumer",
+				"message_id", clip(d.id), "redelivered", d.Redelivered, "session", d.s.n)
 			return 0, false
 		}
 		b, err := r.store.Begin(r.hard, d.id, claim.Copy{ClaimID: claimID, Fresh: !d.Redelivered, Step: r.step(d), Token: r.token(d)}, r.lease)
