@@ -12,9 +12,13 @@ import (
 // invariant it breaks, with a shortest trace.
 type Mutant struct {
 	Name    string
-	Answers []Answer // the claims its search runs with
-	Delays  int      // 0: the lab's rule; 1: --retry-delays with one delay
-	Wrap    func(r *Rules)
+	Answers []Answer       // the claims its search runs with
+	Delays  int            // 0: the lab's rule; 1: --retry-delays with one delay
+	Wrap    func(r *Rules) // nil: the production rules
+	// StaleGoesOn is the relay's mutant rather than a rule's: a worker
+	// whose channel closed before its Begin goes on with its delivery
+	// (Config.StaleStops false).
+	StaleGoesOn bool
 }
 
 // Config is the search that must kill m: two claims, two consumers,
@@ -22,9 +26,11 @@ type Mutant struct {
 // in a trace, on the rules the fixpoint run checks (Proposed).
 func (m Mutant) Config() Config {
 	r := Proposed()
-	m.Wrap(&r)
+	if m.Wrap != nil {
+		m.Wrap(&r)
+	}
 	return Config{Answers: m.Answers, Consumers: 2, Delays: m.Delays, Budget: FigureBudget(), MaxFaults: 2,
-		StaleStops: true, Rules: r}
+		StaleStops: !m.StaleGoesOn, Rules: r}
 }
 
 // Mutants are the mutants of the production decisions the checker kills.
@@ -161,6 +167,10 @@ var Mutants = []Mutant{
 				return after, out
 			}
 		}},
+	// The model's first finding, fixed in the relay (handle.go's begin):
+	// its copy, fresh at step 0, restarts the claim's lineage.
+	{Name: "a worker goes on after its channel closed before its Begin (the relay)",
+		Answers: []Answer{AlwaysBusy, Accepts}, Delays: 1, StaleGoesOn: true},
 }
 
 // FigureBudget is the figures' budget: every fault kind once, crashes and

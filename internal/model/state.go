@@ -77,7 +77,8 @@ type Config struct {
 	MaxFaults int
 	// StaleStops: a worker whose channel closed before its Begin drops
 	// its delivery instead of going on (the broker gave the copy back).
-	// False is today's relay, where it goes on; see docs/model.md.
+	// True is the relay (handle.go's begin); false is the mutant of a
+	// worker that goes on (Mutants), docs/model.md's first finding.
 	StaleStops bool
 	Rules      Rules
 	// MaxStates stops the search (no fixpoint) when reached; 0: no limit.

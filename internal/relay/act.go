@@ -34,7 +34,7 @@ func (r *relay) act(d *delivery, out claim.Outcome, detail string, a partner.Ans
 		extra = delayExtra(wait)
 		err = d.Ack(false)
 	case claim.DeadLetter:
-		if d.s.acks.ch.IsClosed() {
+		if d.s.over() {
 			// Its session is over: the broker gave d back with the
 			// connection, and no reject can reach it now. Said as for an
 			// ack that failed, not as a route that is missing.

@@ -63,6 +63,9 @@ func (r *relay) handle(soft context.Context, s *session, ad amqp.Delivery) {
 		return
 	}
 
+	if hook := r.cfg.Hooks.BeforeBegin; hook != nil {
+		hook(d.Delivery)
+	}
 	// Two copies of one claim in this process: the second waits for the
 	// first's outcome, then finds the record.
 	release, ok := r.flight.acquire(r.hard, d.id)
@@ -113,6 +116,25 @@ func (r *relay) begin(soft context.Context, d *delivery, claimID string) (prior 
 		// back to claim.in (store.go).
 		if r.storeIsDown() {
 			r.giveBack(d)
+			return 0, false
+		}
+		// A delivery whose session has ended is dropped here: no Begin,
+		// no call, no settlement. The broker requeued it the moment its
+		// channel closed, and its redelivered copy is another worker's now
+		// (or will be). Most copies say fresh at step 0, and Begin would
+		// take such a one for a claim published again and start its
+		// lineage over: with --retry-delays one lost confirm more puts the
+		// claim in claim.dead twice, and in the lab's mode it costs a call
+		// (docs/model.md, finding 1). Looked at again after each wait
+		// above and below: what this copy waits for may be its redelivered
+		// copy at work. Left: the channel closing after this look and
+		// before Begin. Begin first holds the claim, and the other copy
+		// waits for its record; the other's Begin first makes this one
+		// wait and look again; so only a whole cycle of the other copy
+		// in between does harm (docs/safety.md, crash windows).
+		if d.s.over() {
+			r.cfg.Log.Info("delivery dropped before its Begin: its channel closed, and the broker has it back for another consumer",
+				"message_id", clip(d.id), "redelivered", d.Redelivered, "session", d.s.n)
 			return 0, false
 		}
 		b, err := r.store.Begin(r.hard, d.id, claim.Copy{ClaimID: claimID, Fresh: !d.Redelivered, Step: r.step(d), Token: r.token(d)}, r.lease)

@@ -104,6 +104,9 @@ type Config struct {
 
 // Hooks let a test step into a delivery's way (nil: nothing).
 type Hooks struct {
+	// BeforeBegin runs once a worker has taken a delivery, before the
+	// claim is held in this process and before its Begin.
+	BeforeBegin func(amqp.Delivery)
 	// AfterAnswer runs after a partner call returned and before its
 	// outcome is recorded.
 	AfterAnswer func(claim.Outcome)

@@ -31,6 +31,11 @@ type session struct {
 	delay *delayer   // the sender of its delayed copies
 }
 
+// over reports whether the session's channel is closed, by either end or
+// with its connection: the broker has then taken back every delivery of
+// it that was not settled, and requeued each for another consumer.
+func (s *session) over() bool { return s.acks.ch.IsClosed() }
+
 // job is one delivery handed to a worker, with the session it came on;
 // done tells that session it is over.
 type job struct {
