@@ -13,7 +13,6 @@ import (
 	"eaimq/internal/cli"
 	"eaimq/internal/relay"
 	"eaimq/internal/store"
-	"eaimq/internal/topo"
 )
 
 // harness is one test's world: a temporary vhost with the topology, the
@@ -94,22 +93,13 @@ func (h *harness) runUntil(what string, cond func() bool, args ...string) *consu
 	return c
 }
 
-// settled says claim.in is empty, nothing is unacked, and claim.dead holds
-// dead, as rabbitmqctl (what the grader reads) reports it.
+// assertQueues: brokertest's AssertQueues on this harness's vhost.
 func (h *harness) assertQueues(in, unacked, dead int) {
 	h.t.Helper()
-	q := h.vh.Queues(h.t)
-	if q[topo.Queue].Messages != in || q[topo.Queue].Unacked != unacked || q[topo.DeadQueue].Messages != dead {
-		h.t.Errorf("queues: claim.in %d ready %d unacked, claim.dead %d; want %d, %d, %d",
-			q[topo.Queue].Messages, q[topo.Queue].Unacked, q[topo.DeadQueue].Messages, in, unacked, dead)
-	}
+	h.vh.AssertQueues(h.t, in, unacked, dead)
 }
 
-// drained says claim.in has nothing ready and nothing unacked.
-func (h *harness) drained() bool {
-	q := h.vh.Queues(h.t)[topo.Queue]
-	return q.Messages == 0 && q.Unacked == 0
-}
+func (h *harness) drained() bool { return h.vh.Drained(h.t) }
 
 func (h *harness) calls(guid string) int { return h.partner.Stats().ByGuid[guid] }
 
