@@ -2,13 +2,11 @@ package dlq
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"eaimq/internal/metrics"
 )
 
 // IngestMetrics are dlq ingest's metrics (-metrics-addr), so that a table
@@ -64,21 +62,18 @@ func NewIngestMetrics() *IngestMetrics {
 // Serve listens on addr and serves /metrics until ctx ends; the listen
 // happens before it returns, so that a port in use is an error at start.
 func (m *IngestMetrics) Serve(ctx context.Context, addr string) (listening string, err error) {
-	l, err := net.Listen("tcp", addr)
+	h, err := metrics.Handler(m.reg, "")
 	if err != nil {
-		return "", fmt.Errorf("-metrics-addr %s: %w", addr, err)
+		return "", err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(l)
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	return l.Addr().String(), nil
+	mux.Handle("GET /metrics", h)
+	listening, stop, err := metrics.Listen(ctx, "-metrics-addr", addr, mux)
+	if err != nil {
+		return "", err
+	}
+	context.AfterFunc(ctx, stop)
+	return listening, nil
 }
 
 // The ingester's reports; each is a no-op on nil metrics.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -32,17 +33,9 @@ const MinToken = 16
 // say nothing but ok, ready, or a fixed reason. /metrics is what carries
 // the vhost, the build and the counts of claims.
 func (m *Consumer) Serve(ctx context.Context, addr, tokenFile string) (listening string, stop func(), err error) {
-	var metrics http.Handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-	if tokenFile != "" {
-		tok, err := ReadToken(tokenFile)
-		if err != nil {
-			return "", nil, err
-		}
-		metrics = bearer(tok, metrics)
-	}
-	l, err := net.Listen("tcp", addr)
+	metrics, err := Handler(m.reg, tokenFile)
 	if err != nil {
-		return "", nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+		return "", nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
@@ -57,7 +50,33 @@ func (m *Consumer) Serve(ctx context.Context, addr, tokenFile string) (listening
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return Listen(ctx, "--metrics-addr", addr, mux)
+}
+
+// Handler is reg's /metrics, behind tokenFile's bearer token when one is
+// given (see Serve).
+func Handler(reg *prometheus.Registry, tokenFile string) (http.Handler, error) {
+	var h http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	if tokenFile == "" {
+		return h, nil
+	}
+	tok, err := ReadToken(tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return bearer(tok, h), nil
+}
+
+// Listen serves h on addr (flag names the setting, for the error) until
+// stop, which waits at most 2 s for the requests in hand. The listen
+// happens before it returns, so that a port in use is an error at start,
+// not a line in the log later; port 0 picks one, and listening says which.
+func Listen(ctx context.Context, flag, addr string, h http.Handler) (listening string, stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s %s: %w", flag, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
