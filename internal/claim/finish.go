@@ -81,9 +81,18 @@ func Start(r Stored, c Copy, h Holding, live bool) (Stored, Begun) {
 //     another holder keeps its state, reason, failures and holder (that
 //     holder records its own outcome), unless a is the acceptance itself,
 //     which is the truth whoever heard it. The call is counted, and the
+//     lineage may rise, but for a dead-letter decision: kept out of the
+//     record, it is not on record, and a lineage raised past it would
+//     make its copy "a step carried out" (StepDone) when its reject is
+//     lost with its channel: acked, and the claim nowhere.
+//   - A dead-letter decision on record is kept, unless h holds it or a
+//     is the acceptance: a late holder (its lease ran out between its
+//     delayed copy's confirm and its record) must not turn the next
+//     step's dead record back into a failed one, or that step's lost
+//     reject leaves the claim nowhere. The call is counted, and the
 //     lineage may rise.
 //   - Otherwise (no record, a record h holds, nobody holds, or one left
-//     failed or dead) the record takes a's outcome: its state and reason,
+//     failed) the record takes a's outcome: its state and reason,
 //     no holder, a call and a transient failure added to the counters
 //     (Attempt.Counts), and the dead token of a dead-letter decision (other
 //     outcomes keep the one on record, which only a dead record reads).
@@ -98,13 +107,21 @@ func Finish(r Stored, a Attempt, h Holding) (Stored, Outcome) {
 	}
 	called, failed := a.Counts()
 	r.Attempts += called
-	r.Lineage = max(r.Lineage, a.Lineage)
+	elsewhere := r.Holder != h.Holder
 	switch {
 	case r.State == StateDone:
+		r.Lineage = max(r.Lineage, a.Lineage)
 		return r, OutDuplicate
-	case r.State == StateInFlight && r.Holder != "" && r.Holder != h.Holder && state != StateDone:
+	case r.State == StateInFlight && r.Holder != "" && elsewhere && state != StateDone:
+		if state != StateDead {
+			r.Lineage = max(r.Lineage, a.Lineage)
+		}
+		return r, a.Outcome
+	case r.State == StateDead && elsewhere && state != StateDone:
+		r.Lineage = max(r.Lineage, a.Lineage)
 		return r, a.Outcome
 	}
+	r.Lineage = max(r.Lineage, a.Lineage)
 	r.State, r.Reason, r.Holder = state, a.Outcome.Reason, ""
 	r.Failures += failed
 	if state == StateDead {
