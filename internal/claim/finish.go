@@ -107,18 +107,12 @@ func Finish(r Stored, a Attempt, h Holding) (Stored, Outcome) {
 	}
 	called, failed := a.Counts()
 	r.Attempts += called
-	elsewhere := r.Holder != h.Holder
 	switch {
 	case r.State == StateDone:
-		r.Lineage = max(r.Lineage, a.Lineage)
+		r.Lineage = max(r.Lineage, KeptLineage(r.State, a))
 		return r, OutDuplicate
-	case r.State == StateInFlight && r.Holder != "" && elsewhere && state != StateDone:
-		if state != StateDead {
-			r.Lineage = max(r.Lineage, a.Lineage)
-		}
-		return r, a.Outcome
-	case r.State == StateDead && elsewhere && state != StateDone:
-		r.Lineage = max(r.Lineage, a.Lineage)
+	case state != StateDone && r.Holder != h.Holder && (r.State == StateDead || r.State == StateInFlight && r.Holder != ""):
+		r.Lineage = max(r.Lineage, KeptLineage(r.State, a))
 		return r, a.Outcome
 	}
 	r.Lineage = max(r.Lineage, a.Lineage)
@@ -128,4 +122,18 @@ func Finish(r Stored, a Attempt, h Holding) (Stored, Outcome) {
 		r.DeadToken = a.Token
 	}
 	return r, a.Outcome
+}
+
+// KeptLineage is what a raises the lineage of a record in state cur to
+// when Finish keeps the record (done, in flight for another holder, or a
+// dead-letter decision h does not hold): a.Lineage, but 0, no change, for
+// a dead-letter decision kept out of a claim in flight. That decision is
+// not on record, and a lineage raised past it would make its copy "a step
+// carried out" (StepDone) when its reject is lost with its channel: acked,
+// and the claim nowhere. The stores' SQL raises a kept record by it.
+func KeptLineage(cur State, a Attempt) int {
+	if cur == StateInFlight && a.Outcome.Action == DeadLetter {
+		return 0
+	}
+	return a.Lineage
 }

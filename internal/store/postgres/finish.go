@@ -305,17 +305,9 @@ func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a clai
 			return a.Outcome, err
 		}
 		// Done already, held by another holder, or dead-lettered: count
-		// the call, keep the record. A dead-letter decision kept out of a
-		// claim another holder has in flight does not raise the lineage:
-		// it is not on record, and a lineage past it would make its copy
-		// "a step carried out" when its reject is lost with its channel
-		// (claim.Finish).
-		lineage := a.Lineage
-		if claim.ParseState(cur) == claim.StateInFlight && a.Outcome.Action == claim.DeadLetter {
-			lineage = 0
-		}
+		// the call, keep the record (claim.Finish).
 		if _, err := tx.Exec(ctx, `UPDATE claims SET attempts = attempts + $1, lineage = greatest(lineage, $3), updated_at = now() WHERE message_id = $2`,
-			called, key, lineage); err != nil {
+			called, key, claim.KeptLineage(claim.ParseState(cur), a)); err != nil {
 			return a.Outcome, err
 		}
 		if claim.ParseState(cur) == claim.StateDone {

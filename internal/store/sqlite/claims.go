@@ -130,25 +130,13 @@ func (s *Store) notFinished(tx *sql.Tx, id string, a claim.Attempt, state claim.
 	// Done already, held by another process, or dead-lettered: count the
 	// call, keep the record (claim.Finish).
 	if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, lineage = max(lineage, ?), updated_at = ? WHERE message_id = ?`,
-		called, keptLineage(claim.ParseState(cur.String), a), now, id); err != nil {
+		called, claim.KeptLineage(claim.ParseState(cur.String), a), now, id); err != nil {
 		return a.Outcome, err
 	}
 	if claim.ParseState(cur.String) == claim.StateDone {
 		return claim.OutDuplicate, nil
 	}
 	return a.Outcome, nil
-}
-
-// keptLineage is the lineage a kept record rises to (claim.Finish): a's,
-// but for a dead-letter decision kept out of a claim another holder has in
-// flight. That decision is not on record, and the lineage raised past it
-// would make its copy "a step carried out" when its reject is lost with
-// its channel: acked, and the claim nowhere. 0 leaves the lineage as it is.
-func keptLineage(cur claim.State, a claim.Attempt) int {
-	if cur == claim.StateInFlight && a.Outcome.Action == claim.DeadLetter {
-		return 0
-	}
-	return a.Lineage
 }
 
 // deadToken is what a record in a's outcome keeps as its dead-lettered
@@ -226,8 +214,9 @@ func (s *Store) statements() []struct {
 		// record is never overwritten, nor a claim another holder has in
 		// flight (a row left by a store that shared the file and died),
 		// nor a dead-letter decision, unless this store holds it (?16) or
-		// this outcome is the acceptance; failures is the count Begin read plus this one (?5
-		// is NULL for a claim not held: the count on record); the lineage
+		// this outcome is the acceptance; failures is the count Begin read
+		// plus this one (?5 is NULL for a claim not held: the count on
+		// record); the lineage
 		// starts over for a claim Begin restarted (?14), and rises to this
 		// outcome's (?13); a dead-letter decision keeps its copy's token
 		// (?15).
