@@ -87,7 +87,12 @@ type Found struct {
 //	  (c.Step below the lineage;     (a first try of a fresh copy is a
 //	  not a first try of a fresh     claim published again or replayed:
 //	  copy)                          it starts over instead)
-//	dead, a fresh copy             Acquired: a replay is what it is for
+//	dead, a fresh copy past        StepDone: a delayed sibling of the
+//	  step 0                         dead-lettered copy (a lost confirm
+//	                                 left two), not a replay: dlq strips
+//	                                 x-death, so a replay comes back at
+//	                                 step 0 (retry.Done)
+//	dead, a fresh copy at step 0   Acquired: a replay is what it is for
 //	in flight for a live holder    Busy: wait for its outcome
 //	anything else                  Acquired (a stale holder's claim too)
 //
@@ -115,6 +120,11 @@ func Begin(f Found, c Copy) Begun {
 		return Begun{Result: Acquired, Restart: first}
 	case f.State == StateDone:
 		return Begun{Result: Done}
+	case f.State == StateDead && c.Fresh && c.Step > 0:
+		// Called again, it would be a second call after the decision, and
+		// could dead-letter the claim a second time (the model checker's
+		// finding 3, docs/model.md).
+		return Begun{Result: StepDone}
 	case f.State == StateDead && !c.Fresh && f.sibling(c):
 		return Begun{Result: StepDone}
 	case f.State == StateDead && !c.Fresh:

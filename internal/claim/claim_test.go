@@ -44,6 +44,10 @@ func TestBegin(t *testing.T) {
 		{"dead, an earlier step's copy redelivered", Found{State: StateDead, Reason: FailedTwice, Lineage: 3, DeadToken: "t1"}, Copy{Step: 0}, Begun{Result: StepDone}},
 		{"dead, another token at a step not carried out", Found{State: StateDead, Reason: FailedTwice, Lineage: 3, DeadToken: "t1"}, Copy{Step: 3, Token: "t2"}, Begun{Result: DeadBefore, Prior: OutFailed}},
 		{"dead without a token on record, a copy with one", Found{State: StateDead, Reason: Rejected, Lineage: 1}, Copy{Step: 0, Token: "t2"}, Begun{Result: DeadBefore, Prior: OutRejected}},
+		// A fresh copy past step 0 on a dead record is a delayed sibling
+		// (a replay comes back at step 0), whatever the lineage.
+		{"dead, a delayed sibling at the dead-lettered step, fresh", Found{State: StateDead, Reason: Rejected, Lineage: 0}, Copy{Fresh: true, Step: 1, Token: "t2"}, Begun{Result: StepDone}},
+		{"dead, a delayed sibling past the lineage, fresh", Found{State: StateDead, Reason: FailedTwice, Lineage: 1, DeadToken: "t1"}, Copy{Fresh: true, Step: 1, Token: "t2"}, Begun{Result: StepDone}},
 		{"a replay of a dead-lettered lineage", Found{State: StateDead, Reason: FailedTwice, Lineage: 3}, Copy{Fresh: true}, Begun{Result: Acquired, Restart: true}},
 		{"done wins over the lineage", Found{State: StateDone, Lineage: 2}, Copy{Step: 0}, Begun{Result: Done}},
 		{"a step carried out, its claim in flight elsewhere", Found{State: StateInFlight, HeldElsewhere: true, Lineage: 2}, Copy{Step: 1}, Begun{Result: StepDone}},

@@ -81,9 +81,18 @@ func Start(r Stored, c Copy, h Holding, live bool) (Stored, Begun) {
 //     another holder keeps its state, reason, failures and holder (that
 //     holder records its own outcome), unless a is the acceptance itself,
 //     which is the truth whoever heard it. The call is counted, and the
+//     lineage may rise, but for a dead-letter decision: kept out of the
+//     record, it is not on record, and a lineage raised past it would
+//     make its copy "a step carried out" (StepDone) when its reject is
+//     lost with its channel: acked, and the claim nowhere.
+//   - A dead-letter decision on record is kept, unless h holds it or a
+//     is the acceptance: a late holder (its lease ran out between its
+//     delayed copy's confirm and its record) must not turn the next
+//     step's dead record back into a failed one, or that step's lost
+//     reject leaves the claim nowhere. The call is counted, and the
 //     lineage may rise.
 //   - Otherwise (no record, a record h holds, nobody holds, or one left
-//     failed or dead) the record takes a's outcome: its state and reason,
+//     failed) the record takes a's outcome: its state and reason,
 //     no holder, a call and a transient failure added to the counters
 //     (Attempt.Counts), and the dead token of a dead-letter decision (other
 //     outcomes keep the one on record, which only a dead record reads).
@@ -98,17 +107,33 @@ func Finish(r Stored, a Attempt, h Holding) (Stored, Outcome) {
 	}
 	called, failed := a.Counts()
 	r.Attempts += called
-	r.Lineage = max(r.Lineage, a.Lineage)
 	switch {
 	case r.State == StateDone:
+		r.Lineage = max(r.Lineage, KeptLineage(r.State, a))
 		return r, OutDuplicate
-	case r.State == StateInFlight && r.Holder != "" && r.Holder != h.Holder && state != StateDone:
+	case state != StateDone && r.Holder != h.Holder && (r.State == StateDead || r.State == StateInFlight && r.Holder != ""):
+		r.Lineage = max(r.Lineage, KeptLineage(r.State, a))
 		return r, a.Outcome
 	}
+	r.Lineage = max(r.Lineage, a.Lineage)
 	r.State, r.Reason, r.Holder = state, a.Outcome.Reason, ""
 	r.Failures += failed
 	if state == StateDead {
 		r.DeadToken = a.Token
 	}
 	return r, a.Outcome
+}
+
+// KeptLineage is what a raises the lineage of a record in state cur to
+// when Finish keeps the record (done, in flight for another holder, or a
+// dead-letter decision h does not hold): a.Lineage, but 0, no change, for
+// a dead-letter decision kept out of a claim in flight. That decision is
+// not on record, and a lineage raised past it would make its copy "a step
+// carried out" (StepDone) when its reject is lost with its channel: acked,
+// and the claim nowhere. The stores' SQL raises a kept record by it.
+func KeptLineage(cur State, a Attempt) int {
+	if cur == StateInFlight && a.Outcome.Action == DeadLetter {
+		return 0
+	}
+	return a.Lineage
 }

@@ -12,24 +12,32 @@ import (
 // invariant it breaks, with a shortest trace.
 type Mutant struct {
 	Name    string
-	Answers []Answer       // the claims its search runs with
-	Delays  int            // 0: the lab's rule; 1: --retry-delays with one delay
-	Wrap    func(r *Rules) // nil: the production rules
+	Answers []Answer // the claims its search runs with
+	Delays  int      // 0: the lab's rule; 1: --retry-delays with one delay
+	// Faults is the faults a trace needs to kill it (0: the fixpoint
+	// run's two).
+	Faults int
+	Wrap   func(r *Rules) // nil: the production rules
 	// StaleGoesOn is the relay's mutant rather than a rule's: a worker
 	// whose channel closed before its Begin goes on with its delivery
 	// (Config.StaleStops false).
 	StaleGoesOn bool
 }
 
-// Config is the search that must kill m: two claims, two consumers,
-// every fault at budget 1 (crashes and lost acks 2), at most two faults
-// in a trace, on the rules the fixpoint run checks (Proposed).
+// Config is the search that must kill m: two consumers, every fault at
+// budget 1 (crashes and lost acks 2), at most two faults in a trace (or
+// m.Faults), on the rules the fixpoint run checks (Production, and
+// StaleStops).
 func (m Mutant) Config() Config {
-	r := Proposed()
+	r := Production()
 	if m.Wrap != nil {
 		m.Wrap(&r)
 	}
-	return Config{Answers: m.Answers, Consumers: 2, Delays: m.Delays, Budget: FigureBudget(), MaxFaults: 2,
+	faults := 2
+	if m.Faults > 0 {
+		faults = m.Faults
+	}
+	return Config{Answers: m.Answers, Consumers: 2, Delays: m.Delays, Budget: FigureBudget(), MaxFaults: faults,
 		StaleStops: !m.StaleGoesOn, Rules: r}
 }
 
@@ -171,6 +179,47 @@ var Mutants = []Mutant{
 	// its copy, fresh at step 0, restarts the claim's lineage.
 	{Name: "a worker goes on after its channel closed before its Begin (the relay)",
 		Answers: []Answer{AlwaysBusy, Accepts}, Delays: 1, StaleGoesOn: true},
+	// The rules before the fixes of the checker's findings in claim
+	// (docs/model.md, "What it found"): the checker still kills each.
+	{Name: "a late holder overwrites a dead-letter decision it does not hold (Finish, before finding 2's fix)",
+		Answers: []Answer{AlwaysBusy, Accepts}, Delays: 1, Wrap: func(r *Rules) {
+			finish := r.Finish
+			r.Finish = func(st claim.Stored, a claim.Attempt, h claim.Holding) (claim.Stored, claim.Outcome) {
+				if st.State == claim.StateDead && a.Outcome.Action.State() != claim.StateDone {
+					st.State = claim.StateFailed // taken for one nobody holds: the record takes a's outcome
+				}
+				return finish(st, a, h)
+			}
+		}},
+	{Name: "a delayed sibling of a dead-lettered copy taken for a replay (Begin, before finding 3's fix)",
+		Answers: []Answer{Refuses, BusyOnce}, Delays: 1, Wrap: func(r *Rules) {
+			start := r.Start
+			r.Start = func(st claim.Stored, c claim.Copy, h claim.Holding, live bool) (claim.Stored, claim.Begun) {
+				if st.State != claim.StateDead || !c.Fresh || c.Step == 0 {
+					return start(st, c, h, live)
+				}
+				// Read as a failed record: a fresh copy of a step not
+				// carried out is acquired.
+				failed := st
+				failed.State = claim.StateFailed
+				after, b := start(failed, c, h, live)
+				if b.Result != claim.Acquired {
+					return st, b
+				}
+				return after, b
+			}
+		}},
+	{Name: "a late holder's dead-letter decision, kept out of another's claim, raises the lineage (Finish, before finding 4's fix)",
+		Answers: []Answer{AlwaysBusy}, Delays: 1, Faults: 3, Wrap: func(r *Rules) {
+			finish := r.Finish
+			r.Finish = func(st claim.Stored, a claim.Attempt, h claim.Holding) (claim.Stored, claim.Outcome) {
+				after, out := finish(st, a, h)
+				if st.State == claim.StateInFlight && st.Holder != "" && st.Holder != h.Holder && a.Outcome.Action == claim.DeadLetter {
+					after.Lineage = max(after.Lineage, a.Lineage)
+				}
+				return after, out
+			}
+		}},
 }
 
 // FigureBudget is the figures' budget: every fault kind once, crashes and

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 
 	"eaimq/internal/claim"
@@ -24,11 +25,18 @@ type StoreStep struct {
 	Record claim.Stored
 }
 
+// ErrLeft says that a trace leaves the model under the rules it is
+// replayed with: a mutant's trace goes where the production rules do not.
+// The steps up to there, the one that goes another way included, are
+// still the store's to replay.
+var ErrLeft = errors.New("the trace leaves the model under these rules")
+
 // StoreSteps replays r's trace under cfg (the same claims and consumers;
 // its rules may differ from the search's, so a mutant's trace can be
-// replayed under the production rules) and lists its store operations. A
+// replayed under the production rules) and lists its store operations,
+// up to where the trace leaves the model under cfg's rules (ErrLeft). A
 // trace through a crash or a store fault cannot be replayed on a live
-// store: it returns an error.
+// store: it returns another error.
 func (r Result) StoreSteps(cfg Config) ([]StoreStep, error) {
 	k := newChecker(cfg)
 	s := k.initial()
@@ -72,7 +80,7 @@ func (r Result) StoreSteps(cfg Config) ([]StoreStep, error) {
 			}
 		}
 		if !found {
-			return steps, fmt.Errorf("step %d: the trace leaves the model under these rules", n+1)
+			return steps, fmt.Errorf("step %d: %w", n+1, ErrLeft)
 		}
 	}
 	return steps, nil

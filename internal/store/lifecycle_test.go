@@ -476,9 +476,10 @@ func TestStepDoneWhileHeldElsewhere(t *testing.T) {
 
 // TestLateHolderAfterEqualOutcome: a holder whose session ended records
 // its outcome after another holder took the claim and recorded the same
-// state. Its outcome is written by the rule for a late holder (the record
-// is nobody's: claim.Finish writes it); PostgreSQL took the other's equal
-// state for its own COMMIT and lost its lineage and dead token.
+// state. Its outcome is recorded by the rule for a late holder: the other's
+// dead-letter decision is kept (its token with it), the call counted, the
+// lineage raised (claim.Finish). PostgreSQL took the other's equal state
+// for its own COMMIT and lost the call and the lineage.
 func TestLateHolderAfterEqualOutcome(t *testing.T) {
 	loc := pgtest.New(t)
 	a, b := openStore(t, loc, holderA), openStore(t, loc, holderB)
@@ -509,8 +510,8 @@ func TestLateHolderAfterEqualOutcome(t *testing.T) {
 	if err := c.QueryRow(ctx, `SELECT attempts, lineage, dead_token FROM claims WHERE message_id = 'g'`).Scan(&attempts, &lineage, &token); err != nil {
 		t.Fatal(err)
 	}
-	if attempts != 2 || lineage != 3 || token != "t1" {
-		t.Errorf("record: attempts %d, lineage %d, dead token %q; want 2, 3, t1 (claim.Finish)", attempts, lineage, token)
+	if attempts != 2 || lineage != 3 || token != "t2" {
+		t.Errorf("record: attempts %d, lineage %d, dead token %q; want 2, 3, t2 (claim.Finish)", attempts, lineage, token)
 	}
 }
 

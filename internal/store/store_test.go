@@ -583,3 +583,122 @@ func containsAny(s string, subs ...string) bool {
 	}
 	return false
 }
+
+// The model checker's findings in claim.Begin and claim.Finish
+// (docs/model.md, "What it found"), each as a case on every backend and,
+// for SQLite, in both modes: solo (one store on the file) and shared.
+
+// TestLateHolderKeepsDeadRecord: a holder whose lease ran out between its
+// delayed copy's confirm and its record does not overwrite the next
+// step's dead-letter decision (finding 2). Overwritten, the dead-lettered
+// copy's lost reject would come back as "a step carried out", be acked,
+// and the claim would be nowhere.
+func TestLateHolderKeepsDeadRecord(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		for _, shared := range []bool{false, true} {
+			loc := be.location(t)
+			s := openStore(t, loc, holderA)
+			late := s // solo: an outcome recorded without a Begin
+			if shared {
+				late = openStore(t, loc, holderB)
+				if b, err := late.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || b.Result != claim.Acquired {
+					t.Fatalf("shared=%v: late: %+v %v", shared, b, err)
+				}
+				be.lose(t, late, "g")
+			}
+			if b, err := s.Begin(ctx, "g", claim.Copy{Fresh: true, Step: 1, Token: "t1"}, time.Hour); err != nil || b.Result != claim.Acquired {
+				t.Fatalf("shared=%v: step 1: %+v %v", shared, b, err)
+			}
+			if _, err := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutFailed, Called: true, Lineage: 2, Token: "t1"}); err != nil {
+				t.Fatal(err)
+			}
+			delayed := claim.Attempt{Status: 503, Outcome: claim.OutDelayed, Called: true, Lineage: 1}
+			out, err := late.Finish(ctx, "g", delayed)
+			if err != nil && Transient(err) {
+				out, err = late.Finish(ctx, "g", delayed) // PostgreSQL: the late holder's session was ended
+			}
+			if err != nil || out != claim.OutDelayed {
+				t.Fatalf("shared=%v: the late delayed retry: %v %v", shared, out, err)
+			}
+			rec, _, err := s.Get(ctx, "g")
+			if err != nil || rec.State != claim.StateDead || rec.Outcome != claim.OutFailed || rec.Attempts != 2 {
+				t.Fatalf("shared=%v: record %+v %v; want dead (failed twice), both calls counted", shared, rec, err)
+			}
+			if b, err := s.Begin(ctx, "g", claim.Copy{Step: 1, Token: "t1"}, time.Hour); err != nil || b.Result != claim.DeadBefore {
+				t.Fatalf("shared=%v: the dead-lettered copy redelivered: %+v %v, want dead before (rejected again)", shared, b, err)
+			}
+		}
+	})
+}
+
+// TestLateDeadLetterKeepsLineage: a late holder's dead-letter decision,
+// kept out of a record another holder has in flight, does not raise the
+// lineage (finding 4): its reject lost, its redelivered copy is not "a
+// step carried out" but a claim still to be decided.
+func TestLateDeadLetterKeepsLineage(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		loc := be.location(t)
+		late, other := openStore(t, loc, holderA), openStore(t, loc, holderB)
+		if b, err := late.Begin(ctx, "g", claim.Copy{Fresh: true, Step: 1, Token: "t1"}, time.Hour); err != nil || b.Result != claim.Acquired {
+			t.Fatalf("late: %+v %v", b, err)
+		}
+		be.lose(t, late, "g")
+		if b, err := other.Begin(ctx, "g", claim.Copy{Step: 1, Token: "t1"}, time.Hour); err != nil || b.Result != claim.Acquired {
+			t.Fatalf("other: %+v %v", b, err)
+		}
+		dead := claim.Attempt{Status: 503, Outcome: claim.OutFailed, Called: true, Lineage: 2, Token: "t1"}
+		out, err := late.Finish(ctx, "g", dead)
+		if err != nil && Transient(err) {
+			out, err = late.Finish(ctx, "g", dead)
+		}
+		if err != nil || out != claim.OutFailed {
+			t.Fatalf("the late dead-letter decision: %v %v", out, err)
+		}
+		if _, err := other.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutRetry, Called: true}); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := other.Begin(ctx, "g", claim.Copy{Step: 1, Token: "t1"}, time.Hour); err != nil || b.Result != claim.Acquired {
+			t.Fatalf("step 1 redelivered: %+v %v, want acquired (the late decision is not on record)", b, err)
+		}
+	})
+	// Solo SQLite: the claim in flight for a store that shared the file
+	// (see TestSoloLeavesAnothersClaim).
+	s := openStore(t, filepath.Join(t.TempDir(), "processed.db"), holderA)
+	sqliteExec(t, s, claim.SQL(`INSERT INTO claims (message_id, state, owner, lease_until, updated_at) VALUES ('g', {inflight}, 'elsewhere:9:9', ?, 0)`),
+		time.Now().Add(time.Hour).UnixMilli())
+	if out, err := s.Finish(ctx, "g", claim.Attempt{Status: 503, Outcome: claim.OutFailed, Called: true, Lineage: 2, Token: "t1"}); err != nil || out != claim.OutFailed {
+		t.Fatalf("solo: %v %v", out, err)
+	}
+	sqliteExec(t, s, `UPDATE claims SET lease_until = 0 WHERE message_id = 'g'`)
+	if b, err := s.Begin(ctx, "g", claim.Copy{Step: 1, Token: "t1"}, time.Hour); err != nil || b.Result != claim.Acquired {
+		t.Fatalf("solo: step 1 redelivered: %+v %v, want acquired (the decision kept out is not on record)", b, err)
+	}
+}
+
+// TestDeadSiblingIsNotReplay: with two copies of a step (a lost confirm),
+// the first dead-lettered (422), the second, fresh at step 1, is a
+// delayed sibling, acked without a call; a replay comes back at step 0
+// (dlq strips x-death) and is called (finding 3).
+func TestDeadSiblingIsNotReplay(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		for _, shared := range []bool{false, true} {
+			loc := be.location(t)
+			s := openStore(t, loc, holderA)
+			if shared {
+				openStore(t, loc, holderB)
+			}
+			if b, err := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || b.Result != claim.Acquired {
+				t.Fatalf("shared=%v: %+v %v", shared, b, err)
+			}
+			if _, err := s.Finish(ctx, "g", claim.Attempt{Status: 422, Outcome: claim.OutRejected, Called: true}); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := s.Begin(ctx, "g", claim.Copy{Fresh: true, Step: 1, Token: "t2"}, time.Hour); err != nil || b.Result != claim.StepDone {
+				t.Fatalf("shared=%v: the delayed sibling: %+v %v, want step done", shared, b, err)
+			}
+			if b, err := s.Begin(ctx, "g", claim.Copy{Fresh: true}, time.Hour); err != nil || b.Result != claim.Acquired || !b.Restart {
+				t.Fatalf("shared=%v: a replay: %+v %v, want acquired, restarting", shared, b, err)
+			}
+		}
+	})
+}

@@ -258,9 +258,10 @@ func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a clai
 	called, failed := a.Counts()
 	reason := a.Outcome.Reason.String()
 	errText, detail := pgNullText(a.Error), pgNullText(a.Detail)
-	// A done record is never overwritten, and a claim another holder has
-	// in progress is not released by a late one, unless this outcome is
-	// the acceptance itself.
+	// A done record is never overwritten, and neither a claim another
+	// holder has in progress nor a dead-letter decision is by a late
+	// holder, unless this outcome is the acceptance itself (claim.Finish).
+	// (owner = $9 is NULL, not true, for a row nobody holds.)
 	finish := func() (bool, error) {
 		tag, err := tx.Exec(ctx, claim.SQL(`UPDATE claims SET state = $1, owner = NULL,
 			attempts = attempts + $2, failures = failures + $3, last_status = $4, last_error = $5, reason = $6,
@@ -269,7 +270,7 @@ func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a clai
 			updated_at = now(), done_at = CASE WHEN $1 = {done} THEN now() ELSE done_at END,
 			lineage = greatest(lineage, $10)
 			WHERE message_id = $8 AND state <> {done}
-				AND ($1 = {done} OR state <> {inflight} OR owner IS NULL OR owner = $9)`),
+				AND ($1 = {done} OR owner = $9 OR (state <> {dead} AND (state <> {inflight} OR owner IS NULL)))`),
 			state, called, failed, a.Status, errText, reason, detail, key, s.owner, a.Lineage, a.Token)
 		return tag.RowsAffected() == 1, err
 	}
@@ -303,10 +304,10 @@ func (s *Store) writeOutcome(ctx context.Context, tx querier, key string, a clai
 		if ok, err := finish(); err != nil || ok {
 			return a.Outcome, err
 		}
-		// Done already, or held by another holder: count the call, keep
-		// the record.
+		// Done already, held by another holder, or dead-lettered: count
+		// the call, keep the record (claim.Finish).
 		if _, err := tx.Exec(ctx, `UPDATE claims SET attempts = attempts + $1, lineage = greatest(lineage, $3), updated_at = now() WHERE message_id = $2`,
-			called, key, a.Lineage); err != nil {
+			called, key, claim.KeptLineage(claim.ParseState(cur), a)); err != nil {
 			return a.Outcome, err
 		}
 		if claim.ParseState(cur) == claim.StateDone {

@@ -127,10 +127,10 @@ func (s *Store) notFinished(tx *sql.Tx, id string, a claim.Attempt, state claim.
 	case err != nil:
 		return a.Outcome, err
 	}
-	// Done already, or held by another process: count the call, keep
-	// the record.
+	// Done already, held by another process, or dead-lettered: count the
+	// call, keep the record (claim.Finish).
 	if _, err := tx.Exec(`UPDATE claims SET attempts = attempts + ?, lineage = max(lineage, ?), updated_at = ? WHERE message_id = ?`,
-		called, a.Lineage, now, id); err != nil {
+		called, claim.KeptLineage(claim.ParseState(cur.String), a), now, id); err != nil {
 		return a.Outcome, err
 	}
 	if claim.ParseState(cur.String) == claim.StateDone {
@@ -198,22 +198,25 @@ func (s *Store) statements() []struct {
 		// A first try of a fresh copy (Restart) starts the lineage over.
 		{&s.stmts.takeClaim, `UPDATE claims SET state = {inflight}, owner = ?, lease_until = ?, failures = ?,
 			claim_id = COALESCE(?, claim_id), updated_at = ?, lineage = CASE WHEN ? THEN 0 ELSE lineage END WHERE message_id = ?`},
-		// A done record is never overwritten, and a claim another process
-		// holds now is not released by a late holder, unless this one's
-		// outcome is the acceptance itself.
+		// A done record is never overwritten, and neither a claim another
+		// process holds now nor a dead-letter decision is by a late holder,
+		// unless this one's outcome is the acceptance itself
+		// (claim.Finish). (owner = ? is NULL, not true, for a row nobody
+		// holds.)
 		{&s.stmts.finish, `UPDATE claims SET state = ?, owner = NULL, lease_until = NULL,
 			attempts = attempts + ?, failures = failures + ?, last_status = ?, last_error = ?, reason = ?,
 			dead_reason = CASE WHEN ? = {dead} THEN ? ELSE dead_reason END,
 			dead_token = CASE WHEN ? = {dead} THEN ? ELSE dead_token END,
 			updated_at = ?, done_at = COALESCE(?, done_at), lineage = max(lineage, ?)
 			WHERE message_id = ? AND state <> {done}
-				AND (? = {done} OR state <> {inflight} OR owner IS NULL OR owner = ?)`},
+				AND (? = {done} OR owner = ? OR (state <> {dead} AND (state <> {inflight} OR owner IS NULL)))`},
 		// Solo mode's Finish: the whole record in one statement. A done
 		// record is never overwritten, nor a claim another holder has in
 		// flight (a row left by a store that shared the file and died),
-		// unless this store holds it (?16) or this outcome is the
-		// acceptance; failures is the count Begin read plus this one (?5
-		// is NULL for a claim not held: the count on record); the lineage
+		// nor a dead-letter decision, unless this store holds it (?16) or
+		// this outcome is the acceptance; failures is the count Begin read
+		// plus this one (?5 is NULL for a claim not held: the count on
+		// record); the lineage
 		// starts over for a claim Begin restarted (?14), and rises to this
 		// outcome's (?13); a dead-letter decision keeps its copy's token
 		// (?15).
@@ -229,7 +232,7 @@ func (s *Store) statements() []struct {
 				updated_at = ?11, done_at = COALESCE(?12, done_at),
 				lineage = max(CASE WHEN ?14 THEN 0 ELSE lineage END, ?13)
 			WHERE state <> {done}
-				AND (?16 OR ?2 = {done} OR state <> {inflight} OR owner IS NULL OR owner = ?17)`},
+				AND (?16 OR ?2 = {done} OR owner = ?17 OR (state <> {dead} AND (state <> {inflight} OR owner IS NULL)))`},
 		// Leaving solo mode: a claim held in memory becomes the row Begin
 		// would have written.
 		{&s.stmts.writeDown, `INSERT INTO claims (message_id, state, owner, lease_until, failures, claim_id, updated_at)
