@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"eaimq/internal/redact"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"os"
 	"testing"
@@ -85,4 +86,22 @@ func skipShort(t testing.TB, needs string) {
 	if testing.Short() {
 		t.Skipf("skipped under -short: needs %s", needs)
 	}
+}
+
+// TerminateLockHolder ends, through c, the session that holds the advisory
+// lock key (a claim's: postgres.LockKey), as an operator or a dead network
+// would, and returns once that server process has exited (10 s at most),
+// so that the lock is free. An error says no session held it.
+func TerminateLockHolder(ctx context.Context, c *pgx.Conn, key int64) error {
+	// A bigint advisory lock is listed split in two: classid the high 32
+	// bits, objid the low, objsubid 1.
+	k := uint64(key)
+	var ok bool
+	err := c.QueryRow(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1`,
+		int64(k>>32), int64(k&0xffffffff)).Scan(&ok)
+	if err == nil && !ok {
+		err = errors.New("pg_terminate_backend answered false")
+	}
+	return err
 }

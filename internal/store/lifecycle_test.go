@@ -224,13 +224,8 @@ func pgWorld(t *testing.T) func(rt *rapid.T, seq string) lifeWorld {
 				// from outside, and wait until their server processes
 				// have exited, so that the locks are free.
 				for id := range h.pending {
-					key := uint64(postgres.LockKey(id))
-					var ok bool
-					err := c.QueryRow(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_locks
-						WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1`,
-						int64(key>>32), int64(key&0xffffffff)).Scan(&ok)
-					if err != nil || !ok {
-						rt.Fatalf("terminate the session holding %s: %v %v", id, ok, err)
+					if err := pgtest.TerminateLockHolder(ctx, c, postgres.LockKey(id)); err != nil {
+						rt.Fatalf("terminate the session holding %s: %v", id, err)
 					}
 				}
 			},

@@ -104,13 +104,8 @@ func terminateHolder(t *testing.T, loc, id string) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	key := uint64(postgres.LockKey(id))
-	var ok bool
-	err = c.QueryRow(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1`,
-		int64(key>>32), int64(key&0xffffffff)).Scan(&ok)
-	if err != nil || !ok {
-		t.Fatalf("terminate the holder of %s: %v %v", id, ok, err)
+	if err := pgtest.TerminateLockHolder(ctx, c, postgres.LockKey(id)); err != nil {
+		t.Fatalf("terminate the holder of %s: %v", id, err)
 	}
 }
 
