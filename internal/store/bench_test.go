@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -147,4 +149,76 @@ func claims(b *testing.B, s Store, prefix string, n, p int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// storeAblations are the SQLite store's speed mechanisms, each turned off
+// alone (Options.Ablation: no flag a user sees does it), after "all-on".
+var storeAblations = []struct {
+	name string
+	off  Ablation
+}{
+	{"all-on", Ablation{}},
+	{"no-solo", Ablation{NoSolo: true}},
+	{"no-known", Ablation{NoKnown: true}},
+	{"no-wal-sync", Ablation{NoWALSync: true}},
+}
+
+// BenchmarkStoreAblation is the ablation table's store column: n claims
+// through Begin and Finish (sync=full, P=5, a new file each turn) with
+// every mechanism on and with each off alone, in turn within each round.
+// For each mechanism it reports what it buys, the median and range over
+// the rounds of the time with it off over the time with it on (each round
+// against its own all-on turn), and the CPU (rusage, user + sys) off over
+// on.
+//
+//	go test -run '^$' -bench StoreAblation -benchtime 5x ./internal/store
+func BenchmarkStoreAblation(b *testing.B) {
+	const n, p = 3000, 5
+	gain := make([][]float64, len(storeAblations))
+	cpuCost := make([][]float64, len(storeAblations))
+	round := 0
+	for b.Loop() {
+		round++
+		took := make([]time.Duration, len(storeAblations))
+		cpu := make([]time.Duration, len(storeAblations))
+		for i, a := range storeAblations {
+			s, err := Open(filepath.Join(b.TempDir(), "p.db"), Options{Synchronous: "full", Ablation: a.off})
+			if err != nil {
+				b.Fatal(err)
+			}
+			start, before := time.Now(), cpuTime(b)
+			claims(b, s, fmt.Sprintf("%s-%d", a.name, round), n, p)
+			took[i], cpu[i] = time.Since(start), cpuTime(b)-before
+			s.Close()
+		}
+		for i := range storeAblations {
+			gain[i] = append(gain[i], float64(took[i])/float64(took[0]))
+			cpuCost[i] = append(cpuCost[i], float64(cpu[i])/float64(cpu[0]))
+		}
+	}
+	for i, a := range storeAblations[1:] {
+		spread(b, gain[i+1], "on/off-rate-"+a.name)
+		spread(b, cpuCost[i+1], "off/on-cpu-"+a.name)
+	}
+}
+
+// cpuTime is the CPU this process has used, user and system (rusage).
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// spread reports the median, least and greatest of ratios.
+func spread(b *testing.B, ratios []float64, name string) {
+	s := slices.Sorted(slices.Values(ratios))
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	b.ReportMetric(med, "median-"+name)
+	b.ReportMetric(s[0], "min-"+name)
+	b.ReportMetric(s[len(s)-1], "max-"+name)
 }

@@ -86,7 +86,10 @@ func (s *Store) openSolo() error {
 	if err != nil {
 		return fmt.Errorf("open the lock file beside it: %w", err)
 	}
-	ok, err := lockRange(f, 0, true, false)
+	ok, err := false, error(nil) // Ablation.NoSolo: join, as if another store were here
+	if !s.ablation.NoSolo {
+		ok, err = lockRange(f, 0, true, false)
+	}
 	switch {
 	case errors.Is(err, errNoOFDLocks):
 		f.Close() // never solo on this system: every store writes its rows
@@ -96,7 +99,9 @@ func (s *Store) openSolo() error {
 		return fmt.Errorf("lock %s: %w", f.Name(), err)
 	case ok:
 		s.solo = solo{lock: f, on: true, held: map[string]heldClaim{}, stop: make(chan struct{}), stopped: make(chan struct{})}
-		s.startKnown()
+		if !s.ablation.NoKnown {
+			s.startKnown()
+		}
 		go s.watchJoiners()
 		return nil
 	}
