@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -72,6 +73,21 @@ func BenchmarkConsumerAblation(b *testing.B) {
 		})
 	}
 }
+
+// benchAblation is the hooks of the mechanism -bench-ablate names (none:
+// all on), for a benchmark run with one mechanism off:
+// go test -bench ConsumerHistory ./consumer -args -bench-ablate no-known
+func benchAblation(b *testing.B) relay.Hooks {
+	for _, a := range ablations {
+		if a.name == *benchAblate || *benchAblate == "" && a.name == "all-on" {
+			return a.hooks
+		}
+	}
+	b.Fatalf("-bench-ablate %q: not a mechanism", *benchAblate)
+	return relay.Hooks{}
+}
+
+var benchAblate = flag.String("bench-ablate", "", "the mechanism the history benchmark turns off (no-known, no-solo, ...)")
 
 // spread reports the median, least and greatest of ratios.
 func spread(b *testing.B, ratios []float64, name string) {

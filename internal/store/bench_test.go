@@ -2,6 +2,7 @@ package store
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -221,4 +222,84 @@ func spread(b *testing.B, ratios []float64, name string) {
 	b.ReportMetric(med, "median-"+name)
 	b.ReportMetric(s[0], "min-"+name)
 	b.ReportMetric(s[len(s)-1], "max-"+name)
+}
+
+// earlierRecords fills a new SQLite store at path with n delivered
+// records, as a long-running consumer leaves them: random 32-hex-digit
+// message_ids (each lands anywhere in the table, so its pages are as full
+// as a store grown claim by claim), a claimId, one call, status 201. In
+// bulk, in one statement (not timed); the schema is the store's own.
+func earlierRecords(b *testing.B, path string, n int) {
+	s, err := Open(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	// A cache as large as the table: the inserts land at random, and
+	// with SQLite's default 2 MiB every one would read its page from the
+	// file. (This connection's only.)
+	if _, err := db.Exec(`PRAGMA cache_size=-4000000`); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	if _, err := db.Exec(`WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?)
+		INSERT INTO claims (message_id, state, claim_id, attempts, failures, last_status, reason, updated_at, done_at)
+		SELECT lower(hex(randomblob(16))), 'done', 'C-' || n, 1, 0, 201, 'delivered', ? - n, ? - n FROM i`, n, now, now); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkStoreHistory is the store's side of a drain on a file that
+// holds earlier records: n claims through Begin and Finish (sync=full,
+// P=5, the store opened anew, as a consumer starts) on a file with
+// 1,000,000 earlier records, against the same on an empty file,
+// alternating in one run; with every mechanism on and with the filter of
+// known ids off. It reports the rate on the full file over the rate on
+// the empty one (median and range of the rounds) and the same for CPU.
+//
+//	go test -run '^$' -bench StoreHistory -benchtime 5x ./internal/store
+func BenchmarkStoreHistory(b *testing.B) {
+	for _, records := range []int{1_000_000} {
+		for _, a := range storeAblations[:3:3] {
+			if a.name == "no-solo" {
+				continue
+			}
+			b.Run(fmt.Sprintf("records=%d/%s", records, a.name), func(b *testing.B) {
+				const n, p = 3000, 5
+				dir := b.TempDir()
+				full := filepath.Join(dir, "full.db")
+				earlierRecords(b, full, records)
+				var rate, cpuRatio []float64
+				round := 0
+				for b.Loop() {
+					round++
+					turn := func(path string) (time.Duration, time.Duration) {
+						s, err := Open(path, Options{Synchronous: "full", Ablation: a.off})
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer s.Close()
+						start, before := time.Now(), cpuTime(b)
+						claims(b, s, fmt.Sprintf("%s-%d", path, round), n, p)
+						return time.Since(start), cpuTime(b) - before
+					}
+					te, ce := turn(filepath.Join(dir, fmt.Sprintf("empty%d.db", round)))
+					tf, cf := turn(full)
+					rate = append(rate, float64(te)/float64(tf))
+					cpuRatio = append(cpuRatio, float64(cf)/float64(ce))
+				}
+				spread(b, rate, "full/empty-rate")
+				spread(b, cpuRatio, "full/empty-cpu")
+			})
+		}
+	}
 }

@@ -261,6 +261,7 @@ func (s *Store) soloFinish(ctx context.Context, id string, a claim.Attempt, stat
 	called, failed := a.Counts()
 	// In the filter before the row can be in the file (see known).
 	s.known.add(id)
+	s.known.finished()
 	err = s.write(ctx, true, func(tx *sql.Tx) error {
 		out = a.Outcome
 		now := nowMS()
