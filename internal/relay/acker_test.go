@@ -14,12 +14,11 @@ import (
 )
 
 // TestAckerSettlesEachAsAsked: many workers settle the deliveries of one
-// channel at once, in any order, through the acker: acks (coalesced into
-// runs), requeues and rejects mixed. Afterwards the broker holds exactly
+// channel at once, in any order, through the acker: acks, requeues and
+// rejects mixed. Afterwards the broker holds exactly
 // what was asked: nothing unacked, the requeued ones back in claim.in, the
 // rejected ones in claim.dead, and the channel never closed on an unknown
-// delivery tag (a multiple ack past a delivery not settled would settle it
-// wrongly, and a second ack of it would close the channel).
+// delivery tag (a second ack of one would close it).
 func TestAckerSettlesEachAsAsked(t *testing.T) {
 	vh := brokertest.New(t)
 	vh.Topology(t)
@@ -38,7 +37,7 @@ func TestAckerSettlesEachAsAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAcker(ch, false)
+	a := newAcker(ch)
 	work := make(chan amqp.Delivery)
 	var mu sync.Mutex
 	var requeued, rejected, acked int
