@@ -125,6 +125,8 @@ func BenchmarkPublishBulk(b *testing.B) {
 		}
 		oursAll += o
 		bareAll += r
+		b.Logf("round %d, %s first: publish %s, bare %s, bare/publish %.3f", round, map[bool]string{true: "publish", false: "bare"}[round%2 == 1],
+			o.Round(time.Millisecond), r.Round(time.Millisecond), float64(r)/float64(o))
 	}
 	b.ReportMetric(float64(bareAll)/float64(oursAll), "publish/bare")
 	reportSpread(b, publishFirst, "publish-first")

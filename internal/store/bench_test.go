@@ -162,6 +162,9 @@ var storeAblations = []struct {
 	{"no-solo", Ablation{NoSolo: true}},
 	{"no-known", Ablation{NoKnown: true}},
 	{"no-wal-sync", Ablation{NoWALSync: true}},
+	// The WAL's own fsync in shared mode, where it also spares the
+	// in-progress rows an fsync: measured against no-solo.
+	{"no-solo+no-wal-sync", Ablation{NoSolo: true, NoWALSync: true}},
 }
 
 // BenchmarkStoreAblation is the ablation table's store column: n claims
@@ -177,6 +180,7 @@ func BenchmarkStoreAblation(b *testing.B) {
 	const n, p = 3000, 5
 	gain := make([][]float64, len(storeAblations))
 	cpuCost := make([][]float64, len(storeAblations))
+	var sharedGain, sharedCPU []float64 // the last against no-solo
 	round := 0
 	for b.Loop() {
 		round++
@@ -196,11 +200,16 @@ func BenchmarkStoreAblation(b *testing.B) {
 			gain[i] = append(gain[i], float64(took[i])/float64(took[0]))
 			cpuCost[i] = append(cpuCost[i], float64(cpu[i])/float64(cpu[0]))
 		}
+		last := len(storeAblations) - 1
+		sharedGain = append(sharedGain, float64(took[last])/float64(took[1]))
+		sharedCPU = append(sharedCPU, float64(cpu[last])/float64(cpu[1]))
 	}
-	for i, a := range storeAblations[1:] {
+	for i, a := range storeAblations[1 : len(storeAblations)-1] {
 		spread(b, gain[i+1], "on/off-rate-"+a.name)
 		spread(b, cpuCost[i+1], "off/on-cpu-"+a.name)
 	}
+	spread(b, sharedGain, "on/off-rate-no-wal-sync-shared")
+	spread(b, sharedCPU, "off/on-cpu-no-wal-sync-shared")
 }
 
 // cpuTime is the CPU this process has used, user and system (rusage).
