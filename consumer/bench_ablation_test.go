@@ -20,6 +20,7 @@ var ablations = []struct {
 	hooks relay.Hooks
 }{
 	{"all-on", relay.Hooks{}},
+	{"no-ack-batch", relay.Hooks{NoAckBatch: true}},
 	{"no-solo", relay.Hooks{Ablation: store.Ablation{NoSolo: true}}},
 	{"no-known", relay.Hooks{Ablation: store.Ablation{NoKnown: true}}},
 	{"no-wal-sync", relay.Hooks{Ablation: store.Ablation{NoWALSync: true}}},

@@ -14,11 +14,12 @@ import (
 )
 
 // TestAckerSettlesEachAsAsked: many workers settle the deliveries of one
-// channel at once, in any order, through the acker: acks, requeues and
-// rejects mixed. Afterwards the broker holds exactly
+// channel at once, in any order, through the acker: acks (coalesced into
+// runs), requeues and rejects mixed. Afterwards the broker holds exactly
 // what was asked: nothing unacked, the requeued ones back in claim.in, the
 // rejected ones in claim.dead, and the channel never closed on an unknown
-// delivery tag (a second ack of one would close it).
+// delivery tag (a multiple ack past a delivery not settled would settle it
+// wrongly, and a second ack of it would close the channel).
 func TestAckerSettlesEachAsAsked(t *testing.T) {
 	vh := brokertest.New(t)
 	vh.Topology(t)
@@ -37,7 +38,7 @@ func TestAckerSettlesEachAsAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAcker(ch)
+	a := newAcker(ch, false)
 	work := make(chan amqp.Delivery)
 	var mu sync.Mutex
 	var requeued, rejected, acked int

@@ -113,9 +113,11 @@ type Hooks struct {
 	// BeforeAct runs after an outcome is recorded and before the
 	// delivery is acked, requeued or rejected.
 	BeforeAct func(amqp.Delivery, claim.Outcome)
-	// Ablation turns the store's speed mechanisms off: the benchmarks
-	// behind the ablation table in docs/figures.md measure what each buys.
-	Ablation store.Ablation
+	// NoAckBatch sends every ack alone, at once, and Ablation turns the
+	// store's speed mechanisms off: the benchmarks behind the ablation
+	// table in docs/figures.md measure what each buys.
+	NoAckBatch bool
+	Ablation   store.Ablation
 }
 
 // relay moves claims from claim.in to the partner.
