@@ -28,6 +28,10 @@ import (
 // lock; whoever holds it sends every pending ack, so while one write is
 // under way the acks that arrive meanwhile queue up for the next. Each
 // Ack returns once its own ack was written, with its error.
+//
+// What it buys: the rows "ack batching" of the ablation table in
+// docs/figures.md (the consumer's CPU at prefetch 5 and 50 with every ack
+// sent alone), and the before/after runs beside them.
 type acker struct {
 	ch *amqp.Channel
 
