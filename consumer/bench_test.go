@@ -205,10 +205,13 @@ func (j *journal) record(line string) error {
 // each record fsync'd before its ack) at prefetch 5, 50 and 200; a bare
 // concurrent amqp091-go consumer with 5 POSTs in flight and no store; the
 // bare sequential loop (POST then ack); the bare concurrent consumer with
-// a journal fdatasync'd before each ack (the durable ceiling: what fsync
-// alone costs at prefetch 5). It reports the consumer at
-// prefetch 5 against each bare one, and prefetch 50 and 200 against 5
-// (more in flight must not be slower). partner=2ms is the sequential ratio
+// a journal fdatasync'd before each ack, at 5 and at 50 in flight (the
+// durable ceiling at each prefetch: what fsync alone costs). It reports
+// the consumer at prefetch 5 against each bare one, at prefetch 50 against
+// the ceiling at 50, prefetch 50 and 200 against 5 (more in flight must
+// not be slower), and the CPU (rusage, user + sys, of this process, which
+// also runs the partner) per 10,000 claims of the consumer and of the
+// durable ceiling at each prefetch. partner=2ms is the sequential ratio
 // when the partner takes any time at all.
 //
 //	go test -run '^$' -bench ConsumerVsBare -benchtime 3x ./consumer
@@ -216,30 +219,49 @@ func BenchmarkConsumerVsBare(b *testing.B) {
 	b.Run("partner=instant", func(b *testing.B) {
 		const n = 3000
 		h := newHarness(b)
-		var p5, p50, p200, conc, durable, seq time.Duration
+		var p5, p50, p200, conc, durable, durable50, seq time.Duration
+		var cpu5, cpu50, cpuDurable, cpuDurable50 time.Duration
 		round := 0
 		for b.Loop() {
 			round++
 			for _, r := range []struct {
 				name string
 				took *time.Duration
+				cpu  *time.Duration // nil: not counted
 				run  func(n int) time.Duration
 			}{
-				{"p5", &p5, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "5", "--sync", *benchSyncFlag) }},
-				{"conc", &conc, func(n int) time.Duration { return bareConcurrent(b, h, n, 5, nil) }},
-				{"durable", &durable, func(n int) time.Duration { return bareConcurrent(b, h, n, 5, newJournal(b)) }},
-				{"p50", &p50, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "50", "--sync", *benchSyncFlag) }},
-				{"seq", &seq, func(n int) time.Duration { return bareConsume(b, h, n) }},
-				{"p200", &p200, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "200", "--sync", *benchSyncFlag) }},
+				{"p5", &p5, &cpu5, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "5", "--sync", *benchSyncFlag) }},
+				{"conc", &conc, nil, func(n int) time.Duration { return bareConcurrent(b, h, n, 5, nil) }},
+				{"durable", &durable, &cpuDurable, func(n int) time.Duration { return bareConcurrent(b, h, n, 5, newJournal(b)) }},
+				{"p50", &p50, &cpu50, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "50", "--sync", *benchSyncFlag) }},
+				{"seq", &seq, nil, func(n int) time.Duration { return bareConsume(b, h, n) }},
+				{"durable50", &durable50, &cpuDurable50, func(n int) time.Duration { return bareConcurrent(b, h, n, 50, newJournal(b)) }},
+				{"p200", &p200, nil, func(n int) time.Duration { return consumeAll(b, h, n, "--prefetch", "200", "--sync", *benchSyncFlag) }},
 			} {
 				h.partner.Set(resetControl())
 				preload(b, h, fmt.Sprintf("%s-%d", r.name, round), n)
+				// The CPU is read after the preload, which is not the
+				// turn's: what is left is the turn and the in-process
+				// partner, which every turn has alike.
+				before := cpuTime(b)
 				*r.took += r.run(n)
+				if r.cpu != nil {
+					*r.cpu += cpuTime(b) - before
+				}
 			}
 		}
 		rate := func(d time.Duration) float64 { return float64(n*b.N) / d.Seconds() }
+		per10k := func(d time.Duration) float64 { return d.Seconds() * 10_000 / float64(n*b.N) }
 		b.ReportMetric(float64(conc)/float64(p5), "p5/bare-concurrent")
 		b.ReportMetric(float64(durable)/float64(p5), "p5/bare-concurrent-durable")
+		b.ReportMetric(float64(durable50)/float64(p50), "p50/bare-concurrent-durable-p50")
+		b.ReportMetric(rate(durable50), "claims/s-bare-concurrent-durable-p50")
+		b.ReportMetric(per10k(cpu5), "cpu-s/10k-p5")
+		b.ReportMetric(per10k(cpu50), "cpu-s/10k-p50")
+		b.ReportMetric(per10k(cpuDurable), "cpu-s/10k-durable")
+		b.ReportMetric(per10k(cpuDurable50), "cpu-s/10k-durable-p50")
+		b.ReportMetric(float64(cpu5)/float64(cpuDurable), "cpu-p5/cpu-durable")
+		b.ReportMetric(float64(cpu50)/float64(cpuDurable50), "cpu-p50/cpu-durable-p50")
 		b.ReportMetric(float64(conc)/float64(durable), "bare-durable/bare-concurrent")
 		b.ReportMetric(float64(seq)/float64(p5), "p5/bare-sequential")
 		b.ReportMetric(float64(p5)/float64(p50), "p50/p5")
@@ -270,6 +292,17 @@ func BenchmarkConsumerVsBare(b *testing.B) {
 		b.ReportMetric(float64(n*b.N)/ours.Seconds(), "claims/s")
 		b.ReportMetric(float64(n*b.N)/bare.Seconds(), "bare-claims/s")
 	})
+}
+
+// cpuTime is the CPU this process has used, user and system (rusage): on
+// a shared machine a steadier figure than a rate, since another program's
+// load takes time from a turn but adds no CPU to it.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkConsumerSlowPartner: the partner takes 50ms per claim and the

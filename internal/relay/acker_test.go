@@ -38,7 +38,7 @@ func TestAckerSettlesEachAsAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAcker(ch)
+	a := newAcker(ch, false)
 	work := make(chan amqp.Delivery)
 	var mu sync.Mutex
 	var requeued, rejected, acked int

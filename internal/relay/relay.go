@@ -113,6 +113,11 @@ type Hooks struct {
 	// BeforeAct runs after an outcome is recorded and before the
 	// delivery is acked, requeued or rejected.
 	BeforeAct func(amqp.Delivery, claim.Outcome)
+	// NoAckBatch sends every ack alone, at once, and Ablation turns the
+	// store's speed mechanisms off: the benchmarks behind the ablation
+	// table in docs/figures.md measure what each buys.
+	NoAckBatch bool
+	Ablation   store.Ablation
 }
 
 // relay moves claims from claim.in to the partner.
@@ -169,7 +174,7 @@ func Run(ctx, hard context.Context, cfg Config, stdout, stderr io.Writer) error 
 		soft, cancel = context.WithTimeout(ctx, cfg.MaxRun)
 		defer cancel()
 	}
-	st, err := store.Open(cfg.Store, store.Options{Synchronous: cfg.Sync, Conns: cfg.Prefetch, NoCreate: cfg.NoCreateStore})
+	st, err := store.Open(cfg.Store, store.Options{Synchronous: cfg.Sync, Conns: cfg.Prefetch, NoCreate: cfg.NoCreateStore, Ablation: cfg.Hooks.Ablation})
 	if err != nil {
 		return StoreOpenError(cfg.Store, err)
 	}

@@ -246,7 +246,7 @@ func (r *relay) open(conn *amqp.Connection) (*session, <-chan amqp.Delivery, err
 	copies := r.dialer // named apart in rabbitmqctl list_connections
 	copies.Program += "-delays"
 	s := &session{
-		acks:  newAcker(ch),
+		acks:  newAcker(ch, r.cfg.Hooks.NoAckBatch),
 		route: newDeadRoute(conn, canBind),
 		delay: newDelayer(func(ctx context.Context) (*amqp.Connection, error) {
 			return copies.Dial(ctx, r.cfg.URL)

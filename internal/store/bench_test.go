@@ -2,12 +2,15 @@ package store
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -147,4 +150,165 @@ func claims(b *testing.B, s Store, prefix string, n, p int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// storeAblations are the SQLite store's speed mechanisms, each turned off
+// alone (Options.Ablation: no flag a user sees does it), after "all-on".
+var storeAblations = []struct {
+	name string
+	off  Ablation
+}{
+	{"all-on", Ablation{}},
+	{"no-solo", Ablation{NoSolo: true}},
+	{"no-known", Ablation{NoKnown: true}},
+	{"no-wal-sync", Ablation{NoWALSync: true}},
+	// The WAL's own fsync in shared mode, where it also spares the
+	// in-progress rows an fsync: measured against no-solo.
+	{"no-solo+no-wal-sync", Ablation{NoSolo: true, NoWALSync: true}},
+}
+
+// BenchmarkStoreAblation is the ablation table's store column: n claims
+// through Begin and Finish (sync=full, P=5, a new file each turn) with
+// every mechanism on and with each off alone, in turn within each round.
+// For each mechanism it reports what it buys, the median and range over
+// the rounds of the time with it off over the time with it on (each round
+// against its own all-on turn), and the CPU (rusage, user + sys) off over
+// on.
+//
+//	go test -run '^$' -bench StoreAblation -benchtime 5x ./internal/store
+func BenchmarkStoreAblation(b *testing.B) {
+	const n, p = 3000, 5
+	gain := make([][]float64, len(storeAblations))
+	cpuCost := make([][]float64, len(storeAblations))
+	var sharedGain, sharedCPU []float64 // the last against no-solo
+	round := 0
+	for b.Loop() {
+		round++
+		took := make([]time.Duration, len(storeAblations))
+		cpu := make([]time.Duration, len(storeAblations))
+		for i, a := range storeAblations {
+			s, err := Open(filepath.Join(b.TempDir(), "p.db"), Options{Synchronous: "full", Ablation: a.off})
+			if err != nil {
+				b.Fatal(err)
+			}
+			start, before := time.Now(), cpuTime(b)
+			claims(b, s, fmt.Sprintf("%s-%d", a.name, round), n, p)
+			took[i], cpu[i] = time.Since(start), cpuTime(b)-before
+			s.Close()
+		}
+		for i := range storeAblations {
+			gain[i] = append(gain[i], float64(took[i])/float64(took[0]))
+			cpuCost[i] = append(cpuCost[i], float64(cpu[i])/float64(cpu[0]))
+		}
+		last := len(storeAblations) - 1
+		sharedGain = append(sharedGain, float64(took[last])/float64(took[1]))
+		sharedCPU = append(sharedCPU, float64(cpu[last])/float64(cpu[1]))
+	}
+	for i, a := range storeAblations[1 : len(storeAblations)-1] {
+		spread(b, gain[i+1], "on/off-rate-"+a.name)
+		spread(b, cpuCost[i+1], "off/on-cpu-"+a.name)
+	}
+	spread(b, sharedGain, "on/off-rate-no-wal-sync-shared")
+	spread(b, sharedCPU, "off/on-cpu-no-wal-sync-shared")
+}
+
+// cpuTime is the CPU this process has used, user and system (rusage).
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// spread reports the median, least and greatest of ratios.
+func spread(b *testing.B, ratios []float64, name string) {
+	s := slices.Sorted(slices.Values(ratios))
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	b.ReportMetric(med, "median-"+name)
+	b.ReportMetric(s[0], "min-"+name)
+	b.ReportMetric(s[len(s)-1], "max-"+name)
+}
+
+// earlierRecords fills a new SQLite store at path with n delivered
+// records, as a long-running consumer leaves them: random 32-hex-digit
+// message_ids (each lands anywhere in the table, so its pages are as full
+// as a store grown claim by claim), a claimId, one call, status 201. In
+// bulk, in one statement (not timed); the schema is the store's own.
+func earlierRecords(b *testing.B, path string, n int) {
+	s, err := Open(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	// A cache as large as the table: the inserts land at random, and
+	// with SQLite's default 2 MiB every one would read its page from the
+	// file. (This connection's only.)
+	if _, err := db.Exec(`PRAGMA cache_size=-4000000`); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	if _, err := db.Exec(`WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?)
+		INSERT INTO claims (message_id, state, claim_id, attempts, failures, last_status, reason, updated_at, done_at)
+		SELECT lower(hex(randomblob(16))), 'done', 'C-' || n, 1, 0, 201, 'delivered', ? - n, ? - n FROM i`, n, now, now); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkStoreHistory is the store's side of a drain on a file that
+// holds earlier records: n claims through Begin and Finish (sync=full,
+// P=5, the store opened anew, as a consumer starts) on a file with
+// 1,000,000 earlier records, against the same on an empty file,
+// alternating in one run; with every mechanism on and with the filter of
+// known ids off. It reports the rate on the full file over the rate on
+// the empty one (median and range of the rounds) and the same for CPU.
+//
+//	go test -run '^$' -bench StoreHistory -benchtime 5x ./internal/store
+func BenchmarkStoreHistory(b *testing.B) {
+	for _, records := range []int{1_000_000} {
+		for _, a := range storeAblations[:3:3] {
+			if a.name == "no-solo" {
+				continue
+			}
+			b.Run(fmt.Sprintf("records=%d/%s", records, a.name), func(b *testing.B) {
+				const n, p = 3000, 5
+				dir := b.TempDir()
+				full := filepath.Join(dir, "full.db")
+				earlierRecords(b, full, records)
+				var rate, cpuRatio []float64
+				round := 0
+				for b.Loop() {
+					round++
+					turn := func(path string) (time.Duration, time.Duration) {
+						s, err := Open(path, Options{Synchronous: "full", Ablation: a.off})
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer s.Close()
+						start, before := time.Now(), cpuTime(b)
+						claims(b, s, fmt.Sprintf("%s-%d", path, round), n, p)
+						return time.Since(start), cpuTime(b) - before
+					}
+					te, ce := turn(filepath.Join(dir, fmt.Sprintf("empty%d.db", round)))
+					tf, cf := turn(full)
+					rate = append(rate, float64(te)/float64(tf))
+					cpuRatio = append(cpuRatio, float64(cf)/float64(ce))
+				}
+				spread(b, rate, "full/empty-rate")
+				spread(b, cpuRatio, "full/empty-cpu")
+			})
+		}
+	}
 }

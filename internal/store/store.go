@@ -102,7 +102,13 @@ type Options struct {
 	// tables in a PostgreSQL database) rather than create it: Open then
 	// fails with an error Misconfigured says is one.
 	NoCreate bool
+	// Ablation turns SQLite's speed mechanisms off, for the benchmarks
+	// that measure what each buys (never set in production).
+	Ablation Ablation
 }
+
+// Ablation is sqlite.Ablation: what a benchmark turns off.
+type Ablation = sqlite.Ablation
 
 // Transient reports whether err, from a store, is one waiting fixes (the
 // database server restarting or failing over, the file system full) rather
@@ -141,7 +147,7 @@ func Open(location string, o Options) (Store, error) {
 		}
 		return s, nil
 	}
-	s, err := sqlite.Open(location, sqlite.Options{Synchronous: o.Synchronous, ReadOnly: o.ReadOnly, Owner: o.Owner, NoCreate: o.NoCreate})
+	s, err := sqlite.Open(location, sqlite.Options{Synchronous: o.Synchronous, ReadOnly: o.ReadOnly, Owner: o.Owner, NoCreate: o.NoCreate, Ablation: o.Ablation})
 	if err != nil {
 		return nil, classify(err) // not a nil *sqlite.Store inside a non-nil Store
 	}

@@ -15,6 +15,7 @@ func waitKnown(t *testing.T, s *Store) {
 	if s.known == nil {
 		t.Fatal("the store is not solo: no filter")
 	}
+	s.known.proceed() // as a store that has finished enough claims (see scan)
 	select {
 	case <-s.scanned:
 	case <-time.After(30 * time.Second):
@@ -72,5 +73,52 @@ func TestKnownNeverForgets(t *testing.T) {
 	}
 	if skipped < 1990 {
 		t.Errorf("the filter spared %d of 2,000 reads of fresh ids, want nearly all", skipped)
+	}
+}
+
+// TestKnownScanWaitsForCredit: on a file of more than one chunk of
+// records, the filter becomes ready once the store has finished a claim
+// for every scanCredit bytes of the file (its first chunk read at once),
+// and never says "no" of a record the scan found.
+func TestKnownScanWaitsForCredit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "processed.db")
+	first := open(t, path, Options{Synchronous: "normal"})
+	var before []string
+	for i := range scanChunk + 100 {
+		before = append(before, fmt.Sprintf("before-%05d", i))
+	}
+	for _, id := range before {
+		if _, err := first.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Close()
+
+	s := open(t, path, Options{Synchronous: "normal"})
+	due := s.known.due.Load()
+	if due <= 0 {
+		t.Fatalf("the scan owes no claims on a file of %d records", len(before))
+	}
+	for i := range due {
+		id := fmt.Sprintf("after-%05d", i)
+		if _, err := s.Begin(ctx, id, claim.Copy{Fresh: true}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-s.scanned:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the scan did not end within 30s of the %d claims it waited for", due)
+	}
+	if !s.known.ready.Load() {
+		t.Fatal("the scan ended without the filter ready")
+	}
+	for _, id := range before {
+		if s.known.absent(id) {
+			t.Fatalf("%q has a record and the filter says it has none", id)
+		}
 	}
 }

@@ -184,7 +184,10 @@ func (s *Store) pragmas(ctx context.Context) error {
 	}
 	level := "normal"
 	if mode == "wal" {
-		s.walSync = s.durability == "full"
+		s.walSync = s.durability == "full" && !s.ablation.NoWALSync
+		if s.ablation.NoWALSync {
+			level = s.durability
+		}
 	} else {
 		level = s.durability
 	}

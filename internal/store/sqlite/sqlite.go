@@ -35,6 +35,7 @@ type Store struct {
 	owner      string
 	durability string     // the wanted durability of outcome records: full or normal
 	walSync    bool       // fsync the WAL ourselves for durable writes (full, in WAL mode)
+	ablation   Ablation   // benchmarks only
 	readOnly   bool       // no writer: Begin and Finish fail
 	created    string     // what Open created ("": nothing), for Created
 	wal        *os.File   // the WAL, opened for fsync (walFile)
@@ -78,6 +79,18 @@ type Options struct {
 	// (the holder's process no longer runs) by default. Tests stand in
 	// for a holder's death with their own.
 	Liveness claim.Liveness
+	// Ablation turns speed mechanisms off, for the benchmarks that
+	// measure what each buys; the zero value is the store as it runs.
+	Ablation Ablation
+}
+
+// Ablation turns one or more of the store's speed mechanisms off, for the
+// benchmarks behind the ablation table in docs/figures.md. No flag sets
+// it: a store with any of them off is slower and no safer.
+type Ablation struct {
+	NoSolo    bool // never solo: every claim in progress written as a row, as when the file is shared
+	NoKnown   bool // solo without the filter of known ids: Begin reads every record
+	NoWALSync bool // SQLite fsyncs the WAL at every commit (synchronous=FULL), not the writer once per durable batch
 }
 
 // EnvPath names the variable that names the file, for messages.
@@ -126,7 +139,7 @@ func Open(path string, o Options) (*Store, error) {
 	if o.Liveness == nil {
 		o.Liveness = proc.Liveness{}
 	}
-	s := &Store{db: db, path: given, file: path, owner: o.Owner, liveness: o.Liveness, durability: o.Synchronous, readOnly: o.ReadOnly, created: created,
+	s := &Store{db: db, path: given, file: path, owner: o.Owner, liveness: o.Liveness, durability: o.Synchronous, readOnly: o.ReadOnly, created: created, ablation: o.Ablation,
 		reqs: make(chan *request, 256), stopped: make(chan struct{})}
 	if err := s.init(o.ReadOnly); err != nil {
 		db.Close()

@@ -36,6 +36,10 @@ type request struct {
 // with nothing else on the cores, the store is slower in line, since
 // there overlapping costs nothing. (The measurements are in
 // docs/figures.md.)
+//
+// What the writer's own fsync buys over SQLite's synchronous=FULL (which
+// would fsync every commit, in-progress rows included): the rows
+// "no-wal-sync" of the ablation table in docs/figures.md.
 func (s *Store) writer() {
 	defer close(s.stopped)
 	groupCommit(s.reqs, 128, s.commit)
