@@ -44,6 +44,11 @@ const (
 	// maxRefresh bounds -refresh: a page that reloads less often than this
 	// is not live any more.
 	maxRefresh = time.Hour
+	// defaultRate paces a replay: a bulk replay of an incident's
+	// 200,000 dead letters at full speed floods the consumer and the
+	// partner behind it (ServiceControl #225, #501); 500 a second is
+	// faster than the lab's partner answers anyway.
+	defaultRate = 500
 )
 
 // flagSet is the FlagSet of command cmd, as go and litestream give each
@@ -69,18 +74,24 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 		c.queueFlag(fs)
 	case "edit":
 		fs.StringVar(&d.Edit.File, "body", "", "take the new body from `file` (- for stdin) instead of an editor")
+		c.queueFlag(fs)
 	case "history":
 		c.jsonFlag(fs)
 	case "replay":
 		c.filterFlags(fs)
 		c.allFlag(fs)
-		fs.BoolVar(&d.Force, "force", false, "also claims recorded as delivered, and over -max-replays")
+		fs.BoolVar(&d.Force, "force", false, "also claims recorded as delivered, over -max-replays, and ingested ones left replaying by a crash")
 		c.maxReplaysFlag(fs)
+		fs.Float64Var(&d.Rate, "rate", defaultRate, "replay at most `n` dead letters a second: 0 (no pacing) or more")
+		c.queueFlag(fs)
 	case "purge":
 		c.filterFlags(fs)
 		c.allFlag(fs)
 		fs.BoolVar(&d.Yes, "yes", false, "really purge")
 		c.noArchiveFlag(fs)
+		c.queueFlag(fs)
+	case "restore":
+		c.queueFlag(fs)
 	case "serve":
 		c.noArchiveFlag(fs)
 		c.maxReplaysFlag(fs)
@@ -115,7 +126,7 @@ func (c *config) noArchiveFlag(fs *flag.FlagSet) {
 }
 
 func (c *config) queueFlag(fs *flag.FlagSet) {
-	fs.BoolVar(&c.queue, "queue", false, "walk claim.dead even where dead letters were ingested into the store")
+	fs.BoolVar(&c.queue, "queue", false, "act on claim.dead (and claim.dead.archive) even where dead letters were ingested into the store")
 }
 
 func (c *config) ingestFlags(fs *flag.FlagSet) {
@@ -253,6 +264,9 @@ func (c *config) check() error {
 	}
 	if d.Ingest.MaxRows < 1 {
 		return cli.Usagef("-max-rows %d: want 1 or more", d.Ingest.MaxRows)
+	}
+	if d.Rate < 0 {
+		return cli.Usagef("-rate %v: want 0 (no pacing) or more", d.Rate)
 	}
 	if d.MaxHeld < 0 {
 		return cli.Usagef("-max-held %d: want 0 (no bound) or more", d.MaxHeld)

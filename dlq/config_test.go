@@ -17,7 +17,7 @@ import (
 
 // defaults is the config of a command given no flag.
 func defaults(cmd string, ids ...string) config {
-	return config{cmd: cmd, dlq: dlq.Config{IDs: ids, MaxReplays: dlq.DefaultMaxReplays, MaxHeld: dlq.DefaultMaxHeld,
+	return config{cmd: cmd, dlq: dlq.Config{IDs: ids, MaxReplays: dlq.DefaultMaxReplays, MaxHeld: dlq.DefaultMaxHeld, Rate: defaultRate,
 		Ingest: dlq.IngestConfig{Batch: dlq.DefaultIngestBatch, MaxRows: dlq.DefaultIngestMaxRows},
 		Page:   dlq.Page{Addr: defaultAddr, Refresh: 5 * time.Second}}}
 }
@@ -57,6 +57,7 @@ func TestParseConfig(t *testing.T) {
 		{[]string{"-limit", "3", "list"}, nil, with(defaults("list"), func(c *config) { c.dlq.Limit = 3 })},
 		{[]string{"list", "-max-held", "0"}, nil, with(defaults("list"), func(c *config) { c.dlq.MaxHeld = 0 })},
 		{[]string{"list", "-queue"}, nil, with(defaults("list"), func(c *config) { c.queue = true })},
+		{[]string{"replay", "-all", "-rate", "20", "-queue"}, nil, with(defaults("replay"), func(c *config) { c.all, c.dlq.Rate, c.queue = true, 20, true })},
 		{[]string{"ingest", "-batch", "50", "-max-rows", "1000"}, nil, with(defaults("ingest"), func(c *config) {
 			c.dlq.Ingest.Batch, c.dlq.Ingest.MaxRows = 50, 1000
 		})},
@@ -134,7 +135,9 @@ func TestParseConfigRefuses(t *testing.T) {
 		{[]string{"ingest", "-batch", "0"}, nil, "-batch 0: want 1-10000"},
 		{[]string{"ingest", "-max-rows", "0"}, nil, "-max-rows 0: want 1 or more"},
 		{[]string{"ingest", "X"}, nil, "ingest takes no IDs (it takes every dead letter of claim.dead)"},
-		{[]string{"-queue", "replay", "X"}, nil, "-queue does nothing for replay; leave it out"},
+		{[]string{"-queue", "history", "X"}, nil, "-queue does nothing for history; leave it out"},
+		{[]string{"-rate", "5", "purge", "X"}, nil, "-rate does nothing for purge; leave it out"},
+		{[]string{"replay", "-all", "-rate", "-1"}, nil, "-rate -1: want 0 (no pacing) or more"},
 		{[]string{"-max-replays", "0", "replay", "-all"}, nil, "-max-replays 0: want 1-1000"},
 		{[]string{"-max-replays", "1001", "serve"}, nil, "-max-replays 1001: want 1-1000"},
 		{[]string{"serve", "-refresh", "10ms"}, nil, "-refresh 10ms: want 0 (never) or 1s to 1h"},

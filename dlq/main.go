@@ -102,17 +102,29 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	}
 	defer broker.Close(conn)
 	newBrowser := dlq.NewBrowser
+	archive := c.cmd == "restore" || c.dlq.Archive // the purged dead letters
 	switch {
-	case c.cmd == "restore" || c.dlq.Archive:
-		newBrowser = dlq.NewArchiveBrowser // the purged dead letters
-	case ingested > 0 && (c.cmd == "list" || c.cmd == "show") && !c.queue:
-		newBrowser = dlq.NewIngestedBrowser
+	case ingested > 0 && !c.queue && archive:
+		newBrowser = dlq.NewIngestedArchiveBrowser
 	case ingested > 0 && !c.queue:
-		// Replay, purge and edit from the store are not built yet: say
-		// that they act on claim.dead only, so that the ingested ones
-		// are not taken for gone.
-		fmt.Fprintf(stderr, "dlq: warning: %d dead letter(s) were ingested into the store (dlq list shows them); %s acts on what %s still holds only\n",
-			ingested, c.cmd, topo.DeadQueue)
+		newBrowser = dlq.NewIngestedBrowser
+	case archive:
+		newBrowser = dlq.NewArchiveBrowser
+	case ingested > 0:
+		fmt.Fprintf(stderr, "dlq: -queue: %s acts on what %s still holds; the %d dead letter(s) ingested into the store are left as they are\n",
+			c.cmd, topo.DeadQueue, ingested)
+	}
+	if ingested > 0 && !c.queue && acts(c) {
+		// Over ingested rows an action is a change of the rows' states:
+		// the store opened for writing (list and show keep reading it
+		// read-only). Not without ingestion: the lab's file is left as
+		// the consumer wrote it.
+		rw, err := store.Open(store.Path(getenv), store.Options{})
+		if err != nil {
+			return fail.Errorf(fail.IO, "%v\n  %s changes the ingested dead letters' rows in the store; nothing was done", err, c.cmd)
+		}
+		defer rw.Close()
+		st = rw
 	}
 	b, err := newBrowser(conn, st)
 	if err != nil {

@@ -60,6 +60,9 @@ type Browser struct {
 	// asks of them, so that an index serves it.
 	ingested store.DeadLetters
 	narrow   deadletter.Query
+	// states are the rows' states it reads: deadletter.Live, or the
+	// archive's purged ones (NewIngestedArchiveBrowser).
+	states []deadletter.State
 }
 
 // NewBrowser opens a channel on conn to walk claim.dead, reading what the
@@ -103,7 +106,22 @@ func NewIngestedBrowser(conn *amqp.Connection, st store.Store) (*Browser, error)
 	if err != nil {
 		return nil, err
 	}
-	b.queue, b.ingested = IngestedSource, dl
+	b.queue, b.ingested, b.states = IngestedSource, dl, deadletter.Live
+	return b, nil
+}
+
+// IngestedArchive names the purged ingested dead letters in messages.
+const IngestedArchive = "the store's archive of purged dead letters"
+
+// NewIngestedArchiveBrowser is NewIngestedBrowser for the purged rows:
+// the archive where dead letters are ingested (list -archive, show
+// -archive, restore).
+func NewIngestedArchiveBrowser(conn *amqp.Connection, st store.Store) (*Browser, error) {
+	b, err := NewIngestedBrowser(conn, st)
+	if err != nil {
+		return nil, err
+	}
+	b.queue, b.states = IngestedArchive, []deadletter.State{deadletter.StatePurged}
 	return b, nil
 }
 
@@ -140,7 +158,7 @@ func (b *Browser) Uningested(w io.Writer) {
 // become the query's, so that an index finds them. The filter still
 // decides, as for the queue.
 func (b *Browser) narrowTo(c Config) {
-	q := deadletter.Query{IDs: c.IDs, Status: c.Status}
+	q := deadletter.Query{IDs: c.IDs, Status: c.Status, States: b.states}
 	if c.ByReason {
 		q.Reason = c.Reason.String()
 	}
@@ -151,7 +169,7 @@ func (b *Browser) narrowTo(c Config) {
 }
 
 // archive says whether b walks the archive.
-func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue }
+func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue || b.queue == IngestedArchive }
 
 // walk calls fn for each message claim.dead held when it started, at most
 // limit (0: all). fn returns false to stop.
@@ -251,7 +269,25 @@ const rowsPage = 500
 
 // walkRows is walk over the ingested rows: in pages of rowsPage, keyset
 // by seq (a page costs the same on the millionth row as on the first).
+//
+// It reads the rows there were when it started (seq through the last
+// one then), as the queue's walk reads what claim.dead held: a bulk
+// replay does not sweep in the claims that fail again after their replay
+// and are ingested meanwhile.
 func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool, error)) error {
+	if len(b.narrow.States) == 0 {
+		b.narrow.States = b.states
+	}
+	if b.narrow.Through == 0 {
+		last, err := b.ingested.LastDeadLetterSeq(ctx)
+		if err != nil {
+			return fail.Errorf(fail.IO, "read the ingested dead letters from the store %s: %w", b.store.Path(), err)
+		}
+		if last == 0 {
+			return nil // none
+		}
+		b.narrow.Through = last
+	}
 	q := b.narrow
 	b.limit = limit
 	for {

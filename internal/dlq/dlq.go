@@ -51,9 +51,14 @@ type Config struct {
 	JSON       bool // list, show: JSON instead of text
 	Force      bool // replay: also claims recorded as delivered, and over MaxReplays
 	MaxReplays int  // replay, serve: refuse a dead letter replayed this often already
-	Yes        bool // purge: really purge (without, only name them)
-	NoArchive  bool // purge: delete for good instead of moving to claim.dead.archive
-	Archive    bool // list, show: the archive's purged dead letters, not claim.dead's
+	// Rate paces a replay: at most Rate copies a second (0: no pacing).
+	Rate float64
+	// ReplayLease is how long an ingested row stays replaying before
+	// replay -force takes it again (0: DefaultReplayLease).
+	ReplayLease time.Duration
+	Yes         bool // purge: really purge (without, only name them)
+	NoArchive   bool // purge: delete for good instead of moving to claim.dead.archive
+	Archive     bool // list, show: the archive's purged dead letters, not claim.dead's
 
 	// The audit trail of replay, edit, purge and serve (nil: none, with
 	// -no-store), and who acts.
@@ -81,6 +86,9 @@ type Hooks struct {
 	// and before their dead copies are acked; returning an error stops
 	// the replay there, as a crash would.
 	AfterConfirm func() error
+	// BeforeClaim, when set, runs before a replay claims a batch of
+	// ingested rows (they have been read as dead by then).
+	BeforeClaim func()
 }
 
 // Dial connects to the broker of EAI_AMQP_URL.

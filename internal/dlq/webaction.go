@@ -150,7 +150,7 @@ func (w *web) Restore(ctx context.Context, who string, t dlqweb.Target) (dlqweb.
 	}
 	defer w.gen.Add(1)
 	err = w.sessionOn(ctx, topo.ArchiveQueue, func(b *Browser) error {
-		n, refused, err := restoreArchived(ctx, b, selection{limit: w.c.Limit, selects: named(t.ID)}, w.c.Hooks, func(key string) {
+		n, refused, err := restoreArchived(ctx, b, selection{limit: w.c.Limit, selects: named(t.ID)}, w.actor(who), w.c.Hooks, func(key string) {
 			rec.acted(key)
 			rep.Lines = append(rep.Lines, "restored "+field(key))
 		}, func(key, why string) {

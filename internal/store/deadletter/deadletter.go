@@ -41,7 +41,33 @@ type Row struct {
 	// Properties and Headers hold what could be kept, Body is as it came.
 	Raw        string
 	IngestedAt time.Time
+	// What became of it (dlq replay, purge, restore): its state, and
+	// who changed it last, through what, and when (zero: never changed).
+	State    State
+	StateBy  string
+	StateVia string
+	StateAt  time.Time
 }
+
+// State is what became of an ingested dead letter. A row is written
+// StateDead; replay moves it to StateReplaying before it publishes (the
+// claim that makes two replays of one row send it once) and to
+// StateReplayed after the broker's confirm; purge moves it to StatePurged
+// (the archive) and restore back to StateDead.
+type State string
+
+const (
+	StateDead      State = "dead"
+	StateReplaying State = "replaying"
+	StateReplayed  State = "replayed"
+	StatePurged    State = "purged"
+)
+
+// Live are the states of a dead letter still to be dealt with, as
+// claim.dead holds them: what list and the page show by default. A row
+// left replaying by a crash is among them, so that it is not taken for
+// gone.
+var Live = []State{StateDead, StateReplaying}
 
 // Query selects rows, in Seq order: those after After, at most Limit (0:
 // all). IDs (none: any) select a row whose MessageID or ClaimID is one of
@@ -54,6 +80,12 @@ type Query struct {
 	Reason       string
 	Status       int
 	BrokerReason string
+	// States (none: any) are the states selected.
+	States []State
+	// Through (0: none) is the last seq selected: a bulk action fixes
+	// its selection when it starts, so rows ingested meanwhile (a claim
+	// that fails again after its replay) are not swept in.
+	Through int64
 }
 
 // Where is the query's condition and its arguments, for a backend whose
@@ -82,10 +114,84 @@ func (q Query) Where(ph func(n int) string) (string, []any) {
 	if q.BrokerReason != "" {
 		conds = append(conds, "broker_reason = "+arg(q.BrokerReason))
 	}
+	if q.Through > 0 {
+		conds = append(conds, "seq <= "+arg(q.Through))
+	}
+	if len(q.States) > 0 {
+		conds = append(conds, "state IN ("+list(q.States, func(v any) string { return arg(string(v.(State))) })+")")
+	}
 	return strings.Join(conds, " AND "), args
+}
+
+func list[T any](vs []T, arg func(any) string) string {
+	ps := make([]string, len(vs))
+	for i, v := range vs {
+		ps[i] = arg(v)
+	}
+	return strings.Join(ps, ", ")
+}
+
+// Change moves rows from one state to another: those of Seqs that are in
+// one of From, or (StaleBefore not zero) replaying since before
+// StaleBefore. By, Via and At say who, through what and when. To ""
+// deletes the rows instead (purge -no-archive).
+//
+// The condition on the state is the point: the UPDATE is one atomic
+// statement, so of two operators changing one row only the first finds it
+// in From, and the second changes nothing; a backend returns the seqs it
+// changed, and only those are acted on.
+type Change struct {
+	Seqs        []int64
+	From        []State
+	To          State
+	By, Via     string
+	At          time.Time
+	StaleBefore time.Time
+}
+
+// Where is the change's condition and its arguments, for a backend whose
+// placeholders ph(n) makes and whose state_at at(t) writes (unix ms, or a
+// timestamptz): one reading of a change for both.
+func (c Change) Where(ph func(n int) string, at func(time.Time) any, args []any) (string, []any) {
+	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
+	seqs := make([]any, len(c.Seqs))
+	for i, s := range c.Seqs {
+		seqs[i] = s
+	}
+	// The seqs first: with ? placeholders the arguments go in the
+	// order of the text.
+	in := "seq IN (" + list(seqs, arg) + ")"
+	states := "state IN (" + list(c.From, func(v any) string { return arg(string(v.(State))) }) + ")"
+	if len(c.From) == 0 {
+		states = "false"
+	}
+	if !c.StaleBefore.IsZero() {
+		states = "(" + states + " OR (state = " + arg(string(StateReplaying)) + " AND state_at < " + arg(at(c.StaleBefore)) + "))"
+	}
+	return in + " AND " + states, args
+}
+
+// Set is the change's SET clause and its arguments, the first of a
+// statement whose WHERE follows (Where, with these args).
+func (c Change) Set(ph func(n int) string, at func(time.Time) any) (string, []any) {
+	var args []any
+	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
+	return "state = " + arg(string(c.To)) + ", state_by = " + arg(c.By) + ", state_via = " + arg(c.Via) + ", state_at = " + arg(at(c.At)), args
+}
+
+// Prune is the condition of the rows the retention drops: in one of
+// states since before before.
+func Prune(states []State, before time.Time, ph func(n int) string, at func(time.Time) any) (string, []any) {
+	var args []any
+	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
+	return "state IN (" + list(states, func(v any) string { return arg(string(v.(State))) }) + ") AND state_at < " + arg(at(before)), args
 }
 
 // Columns are the table's columns in Row's order after Seq, for INSERT
 // and SELECT alike.
 const Columns = `copy_key, message_id, claim_id, guid, reason, status, answer, attempts, record,
 	dead_at, broker_reason, properties, headers, body, raw, ingested_at`
+
+// StateColumns are the columns of what became of a row, in Row's order
+// after Columns' (the schema step after the table's added them).
+const StateColumns = `state, state_by, state_via, state_at`

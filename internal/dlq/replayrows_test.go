@@ -1,0 +1,272 @@
+package dlq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/broker"
+	"eaimq/internal/brokertest"
+	"eaimq/internal/claimsys"
+	"eaimq/internal/store"
+	"eaimq/internal/store/deadletter"
+	"eaimq/internal/topo"
+)
+
+// putRows writes n ingested dead letters straight into the world's
+// table, as dlq ingest would have (rowOf over what claim.dead held), each
+// with documents, so that the partner takes a replay of it: claim.dead
+// itself stays empty.
+func (w *ingestWorld) putRows(t *testing.T, prefix string, n int) []deadletter.Row {
+	t.Helper()
+	at := time.Now().Truncate(time.Second)
+	rows := make([]deadletter.Row, n)
+	for i := range rows {
+		id := fmt.Sprintf("%s-%03d", prefix, i)
+		d := amqp.Delivery{MessageId: id, DeliveryMode: amqp.Persistent, ContentType: "application/json",
+			Body: brokertest.Claim(id, "C-"+id, "r.pdf"),
+			Headers: amqp.Table{"x-death": []any{amqp.Table{"queue": topo.Queue, "reason": "rejected", "count": int64(1), "time": at,
+				"exchange": "eai.claim", "routing-keys": []any{"claim"}}}}}
+		rows[i] = rowOf(parse(d, false), time.Now().UTC())
+	}
+	if _, err := w.dl.PutDeadLetters(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	return w.rows(t, deadletter.Query{})[len(w.rows(t, deadletter.Query{}))-n:]
+}
+
+// row reads the one row of message_id id.
+func (w *ingestWorld) row(t *testing.T, id string) deadletter.Row {
+	t.Helper()
+	rows := w.rows(t, deadletter.Query{IDs: []string{id}})
+	if len(rows) != 1 {
+		t.Fatalf("%d rows of %s, want 1", len(rows), id)
+	}
+	return rows[0]
+}
+
+// replayRows runs the replay command over the world's ingested rows, on a
+// connection and a store handle of its own, as another process would.
+func (w *ingestWorld) replayRows(t *testing.T, c Config) (tally string, out string, err error) {
+	t.Helper()
+	st, err := store.Open(w.loc, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn := w.vh.Dial(t)
+	defer conn.Close()
+	b, err := NewIngestedBrowser(conn, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if c.MaxReplays == 0 {
+		c.MaxReplays = DefaultMaxReplays
+	}
+	if c.Actor == (Actor{}) {
+		c.Actor = Actor{Who: "tester", Via: "dlq replay"}
+	}
+	var stdout, stderr bytes.Buffer
+	err = Replay(context.Background(), b, c, &stdout, &stderr)
+	return stdout.String(), stdout.String() + stderr.String(), err
+}
+
+// TestReplayRowsOnce: a replay over ingested rows claims each row, sends
+// its copy to eai.claim confirmed, then marks it replayed with who and
+// through what; a second replay of the replayed row sends nothing; a
+// bulk replay fixes its selection at its start.
+func TestReplayRowsOnce(t *testing.T) {
+	for _, be := range ingestBackends {
+		t.Run(be.name, func(t *testing.T) {
+			w := newIngestWorld(t, be.loc(t))
+			w.putRows(t, "rr", 3)
+
+			_, out, err := w.replayRows(t, Config{IDs: []string{"C-rr-001"}})
+			if err != nil {
+				t.Fatalf("replay C-rr-001: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, "replayed rr-001") {
+				t.Errorf("replay's output:\n%s", out)
+			}
+			if n := w.vh.Depth(t, topo.Queue); n != 1 {
+				t.Fatalf("claim.in holds %d, want the one copy", n)
+			}
+			r := w.row(t, "rr-001")
+			if r.State != deadletter.StateReplayed || r.StateBy != "tester" || r.StateVia != "dlq replay" || r.StateAt.IsZero() {
+				t.Errorf("the replayed row: state %q by %q via %q at %v", r.State, r.StateBy, r.StateVia, r.StateAt)
+			}
+
+			// Again: the row is not dead any more, and nothing is sent.
+			_, out, err = w.replayRows(t, Config{IDs: []string{"rr-001"}, Force: true})
+			if err == nil || !strings.Contains(out, "no dead letter with id or claimId") {
+				t.Errorf("a second replay of the replayed row: err %v\n%s", err, out)
+			}
+			if n := w.vh.Depth(t, topo.Queue); n != 1 {
+				t.Fatalf("claim.in holds %d after the second replay, want still 1", n)
+			}
+
+			// A bulk replay whose selection is fixed at its start: a row
+			// ingested while it runs (after its first copy is out) is
+			// not swept in.
+			var once sync.Once
+			c := Config{Reason: 0, Rate: 0}
+			c.Hooks.AfterConfirm = func() error {
+				once.Do(func() { w.putRows(t, "late", 1) })
+				return nil
+			}
+			c.Hooks.BeforeClaim = nil
+			_, out, err = w.replayRowsAll(t, c)
+			if err != nil {
+				t.Fatalf("replay all: %v\n%s", err, out)
+			}
+			if n := w.vh.Depth(t, topo.Queue); n != 3 {
+				t.Errorf("claim.in holds %d, want 3 (the two left, and the first): %s", n, out)
+			}
+			if r := w.row(t, "late-000"); r.State != deadletter.StateDead {
+				t.Errorf("the row ingested during the bulk replay is %q, want dead (not swept in)", r.State)
+			}
+		})
+	}
+}
+
+// replayRowsAll is replayRows of every row, paced at one a millisecond
+// in batches of one, so that the hook runs after the first copy.
+func (w *ingestWorld) replayRowsAll(t *testing.T, c Config) (string, string, error) {
+	c.Rate = 1000
+	return w.replayRows(t, c)
+}
+
+// TestReplayRowsConcurrentSendOnce: two replays of one row, in two
+// processes' stead (each its own connection and store handle), both read
+// it as dead and both try to claim it (a gate holds each until the
+// other has read it too): the database lets one of them, and the copy is
+// sent once.
+func TestReplayRowsConcurrentSendOnce(t *testing.T) {
+	for _, be := range ingestBackends {
+		t.Run(be.name, func(t *testing.T) {
+			w := newIngestWorld(t, be.loc(t))
+			w.putRows(t, "cc", 1)
+			var arrived sync.WaitGroup
+			arrived.Add(2)
+			gate := func() { arrived.Done(); arrived.Wait() } // both have read the row as dead
+			type result struct {
+				tally, out string
+				err        error
+			}
+			results := make(chan result, 2)
+			for _, who := range []string{"cli", "page"} {
+				go func() {
+					c := Config{IDs: []string{"cc-000"}, Actor: Actor{Who: who, Via: "dlq replay"}}
+					c.Hooks.BeforeClaim = gate
+					tally, out, err := w.replayRows(t, c)
+					results <- result{tally, out, err}
+				}()
+			}
+			var outs []string
+			replayed, taken := 0, 0
+			for range 2 {
+				r := <-results
+				outs = append(outs, r.out)
+				if strings.Contains(r.out, "replayed cc-000") {
+					replayed++
+				}
+				if strings.Contains(r.out, "another replay took it first") {
+					taken++
+				}
+			}
+			if replayed != 1 || taken != 1 {
+				t.Errorf("%d replayed it and %d found it taken, want 1 and 1:\n%s", replayed, taken, strings.Join(outs, "\n---\n"))
+			}
+			if n := w.vh.Depth(t, topo.Queue); n != 1 {
+				t.Errorf("claim.in holds %d copies, want 1", n)
+			}
+			if r := w.row(t, "cc-000"); r.State != deadletter.StateReplayed {
+				t.Errorf("the row is %q, want replayed", r.State)
+			}
+		})
+	}
+}
+
+// TestReplayRowsCrashBetweenConfirmAndMark: a replay that dies after the
+// broker confirmed its copy and before the row is marked leaves the row
+// replaying. A plain replay then sends nothing (its copy may be out);
+// replay -force after the lease sends it again: one extra publish, which
+// the consumer's dedup absorbs, so the partner is called once.
+func TestReplayRowsCrashBetweenConfirmAndMark(t *testing.T) {
+	for _, be := range ingestBackends {
+		t.Run(be.name, func(t *testing.T) {
+			w := newIngestWorld(t, be.loc(t))
+			w.putRows(t, "kk", 1)
+			crash := errors.New("killed between the confirm and the mark")
+			crashed := false
+			c := Config{IDs: []string{"kk-000"}}
+			c.Hooks.AfterConfirm = func() error { crashed = true; return crash }
+			_, out, err := w.replayRows(t, c)
+			if !crashed || !errors.Is(err, crash) {
+				t.Fatalf("the replay did not stop between the confirm and the mark: crashed %v, err %v\n%s", crashed, err, out)
+			}
+			if n := w.vh.Depth(t, topo.Queue); n != 1 {
+				t.Fatalf("claim.in holds %d, want the confirmed copy", n)
+			}
+			if r := w.row(t, "kk-000"); r.State != deadletter.StateReplaying {
+				t.Fatalf("the row is %q after the crash, want replaying", r.State)
+			}
+
+			// A replay without -force leaves it: its copy is out.
+			_, out, err = w.replayRows(t, Config{IDs: []string{"kk-000"}})
+			if err != nil || !strings.Contains(out, "skipped kk-000: replaying since") {
+				t.Errorf("replay of the row left replaying: %v\n%s", err, out)
+			}
+			if n := w.vh.Depth(t, topo.Queue); n != 1 {
+				t.Fatalf("claim.in holds %d, want still 1", n)
+			}
+
+			// -force past the lease: the one extra publish.
+			_, out, err = w.replayRows(t, Config{IDs: []string{"kk-000"}, Force: true, ReplayLease: time.Nanosecond})
+			if err != nil || !strings.Contains(out, "replayed kk-000") {
+				t.Fatalf("replay -force of the row left replaying: %v\n%s", err, out)
+			}
+			if n := w.vh.Depth(t, topo.Queue); n != 2 {
+				t.Fatalf("claim.in holds %d, want 2 (the copy and the one extra)", n)
+			}
+			if r := w.row(t, "kk-000"); r.State != deadletter.StateReplayed {
+				t.Errorf("the row is %q, want replayed", r.State)
+			}
+
+			// The consumer takes both copies; its dedup record absorbs
+			// the second, and the partner is called once.
+			p := claimsys.New()
+			srv := httptest.NewServer(p)
+			defer srv.Close()
+			runConsumer(t, w.vh, srv.URL, w.loc)
+			if !w.vh.Drained(t) {
+				t.Fatalf("claim.in not drained: %+v", w.vh.Queues(t)[topo.Queue])
+			}
+			if n := p.Stats().ByGuid["kk-000"]; n != 1 {
+				t.Errorf("the partner was called %d times for kk-000, want once", n)
+			}
+		})
+	}
+}
+
+// runConsumer runs the consumer binary against the claim system at url,
+// over the store at loc, for two seconds.
+func runConsumer(t *testing.T, vh *brokertest.VHost, url, loc string) {
+	t.Helper()
+	cmd := exec.Command(brokertest.Binary(t, "eaimq/consumer"), "--claim", url, "--max-seconds", "2", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), broker.EnvURL+"="+vh.URL, store.EnvPath+"="+loc)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("consumer: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,58 @@
+package deadletter
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func qmark(int) string       { return "?" }
+func dollar(n int) string    { return "$" + strconv.Itoa(n) }
+func unixMS(t time.Time) any { return t.UnixMilli() }
+
+// TestChangeArgumentsInTextOrder: with ? placeholders the arguments must
+// be in the order of the text; with $n, each number names its argument.
+// A change read once for both backends must hold for both.
+func TestChangeArgumentsInTextOrder(t *testing.T) {
+	at := time.UnixMilli(1000)
+	stale := time.UnixMilli(500)
+	c := Change{Seqs: []int64{7, 9}, From: []State{StateDead}, To: StateReplaying, By: "ann", Via: "dlq replay", At: at, StaleBefore: stale}
+	for _, tc := range []struct {
+		name string
+		ph   func(int) string
+	}{{"qmark", qmark}, {"dollar", dollar}} {
+		t.Run(tc.name, func(t *testing.T) {
+			set, args := c.Set(tc.ph, unixMS)
+			where, args := c.Where(tc.ph, unixMS, args)
+			text := set + " WHERE " + where
+			want := []any{"replaying", "ann", "dlq replay", int64(1000), int64(7), int64(9), "dead", "replaying", int64(500)}
+			if !reflect.DeepEqual(args, want) {
+				t.Fatalf("args %v, want %v", args, want)
+			}
+			// Each argument's placeholder comes where its column is.
+			if tc.name == "dollar" {
+				for i, col := range []string{"state = $1", "state_by = $2", "state_via = $3", "state_at = $4", "seq IN ($5, $6)", "state IN ($7)", "state = $8 AND state_at < $9"} {
+					if !strings.Contains(text, col) {
+						t.Errorf("%d: %q not in %s", i, col, text)
+					}
+				}
+			} else if strings.Count(text, "?") != len(want) {
+				t.Errorf("%d placeholders for %d args: %s", strings.Count(text, "?"), len(want), text)
+			} else if strings.Index(text, "seq IN") > strings.Index(text, "state IN") {
+				t.Errorf("the seqs' placeholders come after the states': %s", text)
+			}
+		})
+	}
+}
+
+func TestQueryStatesAndThrough(t *testing.T) {
+	where, args := Query{After: 3, Through: 10, States: Live}.Where(qmark)
+	if want := "seq > ? AND seq <= ? AND state IN (?, ?)"; where != want {
+		t.Errorf("where %q, want %q", where, want)
+	}
+	if want := []any{int64(3), int64(10), "dead", "replaying"}; !reflect.DeepEqual(args, want) {
+		t.Errorf("args %v, want %v", args, want)
+	}
+}
