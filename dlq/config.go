@@ -102,6 +102,7 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 		c.ingestFlags(fs)
 	case "ingest":
 		c.ingestFlags(fs)
+		fs.BoolVar(&c.dlq.Ingest.ArchiveQueue, "archive-queue", false, "ingest: take claim.dead.archive into the store's archive as purged rows, once, and exit when it is empty")
 	}
 	return fs
 }
@@ -133,6 +134,7 @@ func (c *config) ingestFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.dlq.Ingest.Batch, "batch", dlq.DefaultIngestBatch, "ingest: write and ack `n` dead letters at a time: 1-10000")
 	fs.Int64Var(&c.dlq.Ingest.MaxRows, "max-rows", dlq.DefaultIngestMaxRows, "ingest: stop taking more at `n` dead letters in the store: 1 or more")
 	fs.StringVar(&c.metrics, "metrics-addr", "", "ingest: serve Prometheus /metrics on `host:port`")
+	fs.DurationVar(&c.dlq.Ingest.Retention, "archive-retention", dlq.DefaultArchiveRetention, "ingest: keep purged and replayed rows for `d`, then prune them: 1h or more")
 }
 
 func (c *config) allFlag(fs *flag.FlagSet) {
@@ -264,6 +266,9 @@ func (c *config) check() error {
 	}
 	if d.Ingest.MaxRows < 1 {
 		return cli.Usagef("-max-rows %d: want 1 or more", d.Ingest.MaxRows)
+	}
+	if d.Ingest.Retention < time.Hour {
+		return cli.Usagef("-archive-retention %v: want 1h or more", d.Ingest.Retention)
 	}
 	if d.Rate < 0 {
 		return cli.Usagef("-rate %v: want 0 (no pacing) or more", d.Rate)

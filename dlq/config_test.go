@@ -18,7 +18,7 @@ import (
 // defaults is the config of a command given no flag.
 func defaults(cmd string, ids ...string) config {
 	return config{cmd: cmd, dlq: dlq.Config{IDs: ids, MaxReplays: dlq.DefaultMaxReplays, MaxHeld: dlq.DefaultMaxHeld, Rate: defaultRate,
-		Ingest: dlq.IngestConfig{Batch: dlq.DefaultIngestBatch, MaxRows: dlq.DefaultIngestMaxRows},
+		Ingest: dlq.IngestConfig{Batch: dlq.DefaultIngestBatch, MaxRows: dlq.DefaultIngestMaxRows, Retention: dlq.DefaultArchiveRetention},
 		Page:   dlq.Page{Addr: defaultAddr, Refresh: 5 * time.Second}}}
 }
 
@@ -57,6 +57,9 @@ func TestParseConfig(t *testing.T) {
 		{[]string{"-limit", "3", "list"}, nil, with(defaults("list"), func(c *config) { c.dlq.Limit = 3 })},
 		{[]string{"list", "-max-held", "0"}, nil, with(defaults("list"), func(c *config) { c.dlq.MaxHeld = 0 })},
 		{[]string{"list", "-queue"}, nil, with(defaults("list"), func(c *config) { c.queue = true })},
+		{[]string{"ingest", "-archive-queue", "-archive-retention", "720h"}, nil, with(defaults("ingest"), func(c *config) {
+			c.dlq.Ingest.ArchiveQueue, c.dlq.Ingest.Retention = true, 720*time.Hour
+		})},
 		{[]string{"replay", "-all", "-rate", "20", "-queue"}, nil, with(defaults("replay"), func(c *config) { c.all, c.dlq.Rate, c.queue = true, 20, true })},
 		{[]string{"ingest", "-batch", "50", "-max-rows", "1000"}, nil, with(defaults("ingest"), func(c *config) {
 			c.dlq.Ingest.Batch, c.dlq.Ingest.MaxRows = 50, 1000
@@ -138,6 +141,8 @@ func TestParseConfigRefuses(t *testing.T) {
 		{[]string{"-queue", "history", "X"}, nil, "-queue does nothing for history; leave it out"},
 		{[]string{"-rate", "5", "purge", "X"}, nil, "-rate does nothing for purge; leave it out"},
 		{[]string{"replay", "-all", "-rate", "-1"}, nil, "-rate -1: want 0 (no pacing) or more"},
+		{[]string{"ingest", "-archive-retention", "1m"}, nil, "-archive-retention 1m0s: want 1h or more"},
+		{[]string{"serve", "-archive-queue"}, nil, "-archive-queue does nothing for serve; leave it out"},
 		{[]string{"-max-replays", "0", "replay", "-all"}, nil, "-max-replays 0: want 1-1000"},
 		{[]string{"-max-replays", "1001", "serve"}, nil, "-max-replays 1001: want 1-1000"},
 		{[]string{"serve", "-refresh", "10ms"}, nil, "-refresh 10ms: want 0 (never) or 1s to 1h"},

@@ -270,3 +270,103 @@ func runConsumer(t *testing.T, vh *brokertest.VHost, url, loc string) {
 		t.Fatalf("consumer: %v\n%s", err, out)
 	}
 }
+
+// TestPurgeRestoreRowsAndRetention: over ingested rows purge is a state
+// (the row kept as the archive, which list -archive reads), restore
+// brings it back, the ingester prunes what was purged longer than the
+// retention ago, and dlq ingest -archive-queue takes claim.dead.archive's
+// messages into rows as purged, once, and returns when it is empty.
+func TestPurgeRestoreRowsAndRetention(t *testing.T) {
+	for _, be := range ingestBackends {
+		t.Run(be.name, func(t *testing.T) {
+			w := newIngestWorld(t, be.loc(t))
+			w.putRows(t, "pp", 3)
+			ctx := context.Background()
+			actor := Actor{Who: "ann", Via: "dlq purge"}
+			conn := w.vh.Dial(t)
+			act := func(newB func(*amqp.Connection, store.Store) (*Browser, error), f func(b *Browser, out, errb *bytes.Buffer) error) string {
+				t.Helper()
+				b, err := newB(conn, w.st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				var out, errb bytes.Buffer
+				if err := f(b, &out, &errb); err != nil {
+					t.Fatalf("%v\n%s%s", err, out.String(), errb.String())
+				}
+				return out.String() + errb.String()
+			}
+			out := act(NewIngestedBrowser, func(b *Browser, o, e *bytes.Buffer) error {
+				return Purge(ctx, b, Config{IDs: []string{"C-pp-001"}, Yes: true, Actor: actor}, o, e)
+			})
+			if !strings.Contains(out, "archived pp-001") {
+				t.Errorf("purge:\n%s", out)
+			}
+			if r := w.row(t, "pp-001"); r.State != deadletter.StatePurged || r.StateBy != "ann" || r.StateVia != "dlq purge" {
+				t.Errorf("the purged row: %q by %q via %q", r.State, r.StateBy, r.StateVia)
+			}
+			out = act(NewIngestedBrowser, func(b *Browser, o, e *bytes.Buffer) error { return List(ctx, b, Config{}, o, e) })
+			if strings.Contains(out, "pp-001") || !strings.Contains(out, "2 dead letter(s) listed") {
+				t.Errorf("list after the purge:\n%s", out)
+			}
+			out = act(NewIngestedArchiveBrowser, func(b *Browser, o, e *bytes.Buffer) error { return List(ctx, b, Config{Archive: true}, o, e) })
+			if !strings.Contains(out, "pp-001") || !strings.Contains(out, "1 dead letter(s) listed") {
+				t.Errorf("list -archive:\n%s", out)
+			}
+			out = act(NewIngestedArchiveBrowser, func(b *Browser, o, e *bytes.Buffer) error {
+				return Restore(ctx, b, Config{IDs: []string{"pp-001"}, Actor: Actor{Who: "bob", Via: "dlq restore"}}, o, e)
+			})
+			if r := w.row(t, "pp-001"); !strings.Contains(out, "restored pp-001") || r.State != deadletter.StateDead || r.StateBy != "bob" {
+				t.Errorf("restore: the row is %q by %q\n%s", r.State, r.StateBy, out)
+			}
+			// A second purge of a row purged already changes nothing.
+			act(NewIngestedBrowser, func(b *Browser, o, e *bytes.Buffer) error {
+				return Purge(ctx, b, Config{IDs: []string{"pp-002"}, Yes: true, Actor: actor}, o, e)
+			})
+
+			// The retention: the ingester prunes pp-002 at its start.
+			var log brokertest.Buffer
+			stop := w.ingest(t, IngestConfig{Retention: time.Nanosecond, Wait: 20 * time.Millisecond}, &log)
+			brokertest.Eventually(t, 10*time.Second, "pruned", func() bool { return strings.Contains(log.String(), "pruned 1 row(s)") })
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if rows := w.rows(t, deadletter.Query{IDs: []string{"pp-002"}}); len(rows) != 0 {
+				t.Errorf("pp-002 purged before the retention is still there: %+v", rows[0].State)
+			}
+			if n := len(w.rows(t, deadletter.Query{})); n != 2 {
+				t.Errorf("%d rows after the prune, want 2 (pp-000, pp-001)", n)
+			}
+
+			// claim.dead.archive into the store's archive, once.
+			if _, err := topo.DeclareArchive(conn, topo.Classic, topo.DefaultArchiveRetention); err != nil {
+				t.Fatal(err)
+			}
+			ch := w.vh.Channel(t)
+			m := parse(amqp.Delivery{MessageId: "arch-0", Body: brokertest.Claim("arch-0", "C-arch-0"),
+				Headers: amqp.Table{"x-death": []any{amqp.Table{"queue": topo.Queue, "reason": "rejected", "count": int64(1), "time": time.Now().Truncate(time.Second)}}}}, false)
+			if err := ch.Publish("", topo.ArchiveQueue, true, false, archived(m, Actor{Who: "carol", Via: "dlq purge"})); err != nil {
+				t.Fatal(err)
+			}
+			brokertest.Eventually(t, 10*time.Second, "in the archive queue", func() bool { return w.vh.Depth(t, topo.ArchiveQueue) == 1 })
+			var alog brokertest.Buffer
+			done := make(chan error, 1)
+			go func() { done <- Ingest(ctx, w.vh.Getenv(nil), w.st, IngestConfig{ArchiveQueue: true, Wait: 20 * time.Millisecond}, &alog) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("ingest -archive-queue: %v\n%s", err, alog.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("ingest -archive-queue did not return once the archive queue was empty\n%s", alog.String())
+			}
+			if n := w.vh.Depth(t, topo.ArchiveQueue); n != 0 {
+				t.Errorf("claim.dead.archive holds %d after ingest -archive-queue", n)
+			}
+			if r := w.row(t, "arch-0"); r.State != deadletter.StatePurged || r.StateBy != "carol" || r.StateVia != "dlq purge" || r.BrokerReason != "rejected" {
+				t.Errorf("the archived message's row: %q by %q via %q (%q)", r.State, r.StateBy, r.StateVia, r.BrokerReason)
+			}
+		})
+	}
+}
