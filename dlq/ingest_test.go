@@ -155,7 +155,7 @@ func TestServeIngest(t *testing.T) {
 	if !strings.Contains(out, "4 dead letter(s) listed of 4 looked at, from the store's ingested dead letters") {
 		t.Errorf("list after serve -ingest:\n%s%s", out, errs)
 	}
-	if !bytes.Contains([]byte(errb.String()), []byte("dlq: serve -ingest: the page shows what claim.dead still holds")) {
+	if !bytes.Contains([]byte(errb.String()), []byte("dlq: serve -ingest: the page shows the dead letters ingested into the store")) {
 		t.Errorf("serve -ingest's stderr:\n%s", errb.String())
 	}
 }

@@ -317,6 +317,7 @@ func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool,
 		}
 		q.After = rows[len(rows)-1].Seq
 	}
+	b.total = b.looked // all of them, unless -limit cut the walk short
 	if limit > 0 && b.looked >= limit {
 		// Only -limit needs the total: how many it left out.
 		n, err := b.ingested.CountDeadLetters(ctx, b.narrow)

@@ -22,6 +22,7 @@ import (
 	"eaimq/internal/fail"
 	"eaimq/internal/redact"
 	"eaimq/internal/store"
+	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
 )
 
@@ -41,6 +42,12 @@ type web struct {
 	mu    sync.Mutex // one walk at a time
 	cache cache
 	gen   atomic.Int64 // actions run: groups counted before one are stale
+
+	// writable says st was opened for writing: where dead letters are
+	// ingested, the page reads and acts on their rows, and an action is
+	// a change of the rows' states (Serve's caller opens it so when it
+	// ingests, or finds rows, at start).
+	writable bool
 }
 
 // session dials, opens a browser, runs fn and closes both: every dead
@@ -60,7 +67,7 @@ func (w *web) sessionOn(ctx context.Context, queue string, fn func(*Browser) err
 		return err
 	}
 	defer broker.Close(conn)
-	b, err := newBrowser(conn, w.st, queue)
+	b, err := w.browser(ctx, conn, queue)
 	if err != nil {
 		return err
 	}
@@ -70,9 +77,45 @@ func (w *web) sessionOn(ctx context.Context, queue string, fn func(*Browser) err
 	return fn(b)
 }
 
+// browser is the page's source: the ingested rows where there are some
+// (the archive's for claim.dead.archive), else the queue; the one model
+// either way, so every page and action is the command line's.
+func (w *web) browser(ctx context.Context, conn *amqp.Connection, queue string) (*Browser, error) {
+	n, err := Ingested(ctx, w.st)
+	if err != nil {
+		return nil, fail.Errorf(fail.IO, "count the ingested dead letters in the store: %v", err)
+	}
+	switch {
+	case n == 0:
+		return newBrowser(conn, w.st, queue)
+	case queue == topo.ArchiveQueue:
+		return NewIngestedArchiveBrowser(conn, w.st)
+	}
+	return NewIngestedBrowser(conn, w.st)
+}
+
+// rowsReadOnly refuses an action over ingested rows when the page's store
+// was opened read-only (rows were ingested only after it started).
+func (w *web) rowsReadOnly(b *Browser) error {
+	if b.ingested != nil && !w.writable {
+		return fail.Errorf(fail.Failed, "dead letters were ingested into the store since this page started: restart dlq serve "+
+			"so that it acts on their rows; nothing was done")
+	}
+	return nil
+}
+
 // depth is claim.dead's ready messages now, on a connection of its own:
-// it does not wait for a walk.
+// it does not wait for a walk. Where dead letters are ingested it is the
+// rows still to be dealt with (deadletter.Live): what the page shows.
 func (w *web) depth(ctx context.Context) (int, error) {
+	if n, err := Ingested(ctx, w.st); err == nil && n > 0 {
+		dl, _ := store.DeadLettersOf(w.st)
+		live, err := dl.CountDeadLetters(ctx, deadletter.Query{States: deadletter.Live})
+		if err != nil {
+			return 0, fail.Errorf(fail.IO, "count the ingested dead letters: %v", err)
+		}
+		return int(live), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	conn, err := Dial(ctx, w.getenv)
