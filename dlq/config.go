@@ -116,6 +116,8 @@ func (c *config) jsonFlag(fs *flag.FlagSet) {
 func (c *config) filterFlags(fs *flag.FlagSet) {
 	fs.Var(dlq.StatusFlag{V: &c.dlq.Status}, "status", "select by the last HTTP `status` on record: 100-599, none (no answer), 0 (any)")
 	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(reasonWords(), ", ")+" (transient = failed-twice)")
+	fs.StringVar(&c.dlq.GUID, "guid", "", "select by the body's `guid`")
+	fs.StringVar(&c.dlq.Text, "text", "", "select the dead letters whose body holds `text` as whole words, letter case aside")
 }
 
 func (c *config) archiveFlag(fs *flag.FlagSet) {
@@ -315,8 +317,8 @@ func (c *config) check() error {
 			return cli.Usagef("history takes one ID, or none for every entry")
 		}
 	case "replay", "purge":
-		if len(d.IDs) == 0 && !c.all && d.Status == 0 && !d.ByReason && !d.CrashLoop {
-			return cli.Usagef("%s needs IDs, -all, or a filter (-status, -reason)", c.cmd)
+		if len(d.IDs) == 0 && !c.all && d.Status == 0 && !d.ByReason && !d.CrashLoop && d.GUID == "" && d.Text == "" {
+			return cli.Usagef("%s needs IDs, -all, or a filter (-status, -reason, -guid, -text)", c.cmd)
 		}
 		if len(d.IDs) > 0 && c.all {
 			return cli.Usagef("give IDs or -all, not both")

@@ -57,6 +57,7 @@ func TestParseConfig(t *testing.T) {
 		{[]string{"-limit", "3", "list"}, nil, with(defaults("list"), func(c *config) { c.dlq.Limit = 3 })},
 		{[]string{"list", "-max-held", "0"}, nil, with(defaults("list"), func(c *config) { c.dlq.MaxHeld = 0 })},
 		{[]string{"list", "-queue"}, nil, with(defaults("list"), func(c *config) { c.queue = true })},
+		{[]string{"replay", "-text", "BUSY 503", "-guid", "g-1"}, nil, with(defaults("replay"), func(c *config) { c.dlq.Text, c.dlq.GUID = "BUSY 503", "g-1" })},
 		{[]string{"ingest", "-archive-queue", "-archive-retention", "720h"}, nil, with(defaults("ingest"), func(c *config) {
 			c.dlq.Ingest.ArchiveQueue, c.dlq.Ingest.Retention = true, 720*time.Hour
 		})},
@@ -155,8 +156,8 @@ func TestParseConfigRefuses(t *testing.T) {
 		{[]string{"list", "X"}, nil, "list takes no IDs (use show ID)"},
 		{[]string{"show"}, nil, "show takes one ID"},
 		{[]string{"show", "X", "Y"}, nil, "show takes one ID"},
-		{[]string{"replay"}, nil, "replay needs IDs, -all, or a filter (-status, -reason)"},
-		{[]string{"purge", "-yes"}, nil, "purge needs IDs, -all, or a filter (-status, -reason)"},
+		{[]string{"replay"}, nil, "replay needs IDs, -all, or a filter (-status, -reason, -guid, -text)"},
+		{[]string{"purge", "-yes"}, nil, "purge needs IDs, -all, or a filter (-status, -reason, -guid, -text)"},
 		{[]string{"replay", "-all", "X"}, nil, "give IDs or -all, not both"},
 		{[]string{"serve", "X"}, nil, "serve takes no IDs (the page shows every dead letter)"},
 		// serve's address.

@@ -158,7 +158,7 @@ func (b *Browser) Uningested(w io.Writer) {
 // become the query's, so that an index finds them. The filter still
 // decides, as for the queue.
 func (b *Browser) narrowTo(c Config) {
-	q := deadletter.Query{IDs: c.IDs, Status: c.Status, States: b.states}
+	q := deadletter.Query{IDs: c.IDs, Status: c.Status, States: b.states, GUID: c.GUID, Text: c.Text}
 	if c.ByReason {
 		q.Reason = c.Reason.String()
 	}

@@ -45,6 +45,10 @@ type Config struct {
 	Reason    claim.Reason
 	ByReason  bool
 	CrashLoop bool // -reason crash-loop: the broker's delivery limit dead-lettered it
+	// GUID (-guid) is the body's guid; Text (-text) is text its body
+	// holds, as whole words (deadletter.HasText). "": any.
+	GUID string
+	Text string
 
 	Limit      int  // look at the first Limit dead letters only (0: all)
 	MaxHeld    int  // a walk holds at most MaxHeld unacked (0: no bound)

@@ -354,7 +354,9 @@ func TestPurgeRestoreRowsAndRetention(t *testing.T) {
 			brokertest.Eventually(t, 10*time.Second, "in the archive queue", func() bool { return w.vh.Depth(t, topo.ArchiveQueue) == 1 })
 			var alog brokertest.Buffer
 			done := make(chan error, 1)
-			go func() { done <- Ingest(ctx, w.vh.Getenv(nil), w.st, IngestConfig{ArchiveQueue: true, Wait: 20 * time.Millisecond}, &alog) }()
+			go func() {
+				done <- Ingest(ctx, w.vh.Getenv(nil), w.st, IngestConfig{ArchiveQueue: true, Wait: 20 * time.Millisecond}, &alog)
+			}()
 			select {
 			case err := <-done:
 				if err != nil {
@@ -435,6 +437,72 @@ func TestWebOverRows(t *testing.T) {
 			}
 			if r := w.row(t, "wr-002"); r.State != deadletter.StateDead {
 				t.Errorf("wr-002 is %q after a refused retry", r.State)
+			}
+		})
+	}
+}
+
+// TestSearchRowsAndQueueAgree: -guid and -text select the same dead
+// letters from the ingested rows (narrowed by their indexes, the words
+// table for text) as from claim.dead (the filter alone): one rule,
+// deadletter.HasText, decides for both sources and both backends.
+func TestSearchRowsAndQueueAgree(t *testing.T) {
+	for _, be := range ingestBackends {
+		t.Run(be.name, func(t *testing.T) {
+			w := newIngestWorld(t, be.loc(t))
+			bodies := map[string]string{
+				"s-0": `{"guid":"s-0","claimId":"BUSY-1","docs":["a.pdf"],"note":"partner busy"}`,
+				"s-1": `{"guid":"s-1","claimId":"C-2","docs":[],"note":"Documents missing"}`,
+				"s-2": `{"guid":"s-2","claimId":"C-3","docs":[],"note":"documents-missing again"}`,
+				"s-3": "not json at all: documents missing \xff",
+			}
+			var msgs []amqp.Publishing
+			var rows []deadletter.Row
+			for _, id := range []string{"s-0", "s-1", "s-2", "s-3"} {
+				p := amqp.Publishing{MessageId: id, Body: []byte(bodies[id]), Headers: amqp.Table{}}
+				msgs = append(msgs, p)
+				rows = append(rows, rowOf(parse(amqp.Delivery{MessageId: id, Body: p.Body, Headers: p.Headers}, false), time.Now()))
+			}
+			w.vh.DeadLetter(t, msgs...)
+			if _, err := w.dl.PutDeadLetters(context.Background(), rows); err != nil {
+				t.Fatal(err)
+			}
+			conn := w.vh.Dial(t)
+			list := func(newB func(*amqp.Connection, store.Store) (*Browser, error), c Config) string {
+				b, err := newB(conn, w.st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				c.JSON = true
+				var out, errb bytes.Buffer
+				if err := List(context.Background(), b, c, &out, &errb); err != nil {
+					t.Fatalf("%v\n%s", err, errb.String())
+				}
+				var ids []string
+				for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+					if i := strings.Index(line, `"message_id":"`); i >= 0 {
+						rest := line[i+len(`"message_id":"`):]
+						ids = append(ids, rest[:strings.Index(rest, `"`)])
+					}
+				}
+				return strings.Join(ids, " ")
+			}
+			for _, c := range []struct {
+				cfg  Config
+				want string
+			}{
+				{Config{Text: "documents missing"}, "s-1 s-3"},
+				{Config{Text: "DOCUMENTS"}, "s-1 s-2 s-3"},
+				{Config{Text: "busy-1"}, "s-0"},
+				{Config{Text: "usy"}, ""},
+				{Config{GUID: "s-2"}, "s-2"},
+				{Config{GUID: "s-2", Text: "busy"}, ""},
+			} {
+				fromQueue, fromRows := list(NewBrowser, c.cfg), list(NewIngestedBrowser, c.cfg)
+				if fromQueue != c.want || fromRows != c.want {
+					t.Errorf("-guid %q -text %q: from claim.dead %q, from the rows %q; want %q", c.cfg.GUID, c.cfg.Text, fromQueue, fromRows, c.want)
+				}
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package dlq
 
 import (
 	"errors"
+
+	"eaimq/internal/store/deadletter"
 	"fmt"
 	"io"
 	"slices"
@@ -109,6 +111,10 @@ func (f *filter) passes(m *dead) bool {
 	case f.CrashLoop && !m.crashLoop():
 		return false
 	case f.ByReason && m.reason() != f.Reason:
+		return false
+	case f.GUID != "" && guidOf(m.d.Body) != f.GUID:
+		return false
+	case f.Text != "" && !deadletter.HasText(m.d.Body, f.Text):
 		return false
 	}
 	return true

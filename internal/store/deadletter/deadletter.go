@@ -80,6 +80,11 @@ type Query struct {
 	Reason       string
 	Status       int
 	BrokerReason string
+	// GUID ("": any) is the body's guid; Text ("": any) narrows to the
+	// rows whose body has each of its words (TextWords), by the words
+	// table: HasText decides.
+	GUID string
+	Text string
 	// States (none: any) are the states selected.
 	States []State
 	// Through (0: none) is the last seq selected: a bulk action fixes
@@ -94,7 +99,17 @@ func (q Query) Where(ph func(n int) string) (string, []any) {
 	var conds []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
-	conds = append(conds, "seq > "+arg(q.After))
+	words := TextWords(q.Text)
+	// With words, +seq: the range on seq is then no index's (the unary
+	// plus), so that SQLite reads the rows the words table names rather
+	// than every row of the range, checking each against the words: a
+	// search is for a few among many. PostgreSQL plans by its statistics
+	// either way.
+	seq := "seq"
+	if len(words) > 0 {
+		seq = "+seq"
+	}
+	conds = append(conds, seq+" > "+arg(q.After))
 	if len(q.IDs) > 0 {
 		var ors []string
 		for _, id := range q.IDs {
@@ -115,7 +130,15 @@ func (q Query) Where(ph func(n int) string) (string, []any) {
 		conds = append(conds, "broker_reason = "+arg(q.BrokerReason))
 	}
 	if q.Through > 0 {
-		conds = append(conds, "seq <= "+arg(q.Through))
+		conds = append(conds, seq+" <= "+arg(q.Through))
+	}
+	if q.GUID != "" {
+		conds = append(conds, "guid = "+arg(q.GUID))
+	}
+	for _, w := range words {
+		// A row whose body had more than MaxWords words is selected
+		// too: HasText decides for it.
+		conds = append(conds, "seq IN (SELECT seq FROM dead_letter_words WHERE word IN ("+arg(w)+", "+arg(AllWords)+"))")
 	}
 	if len(q.States) > 0 {
 		conds = append(conds, "state IN ("+list(q.States, func(v any) string { return arg(string(v.(State))) })+")")

@@ -56,3 +56,42 @@ func TestQueryStatesAndThrough(t *testing.T) {
 		t.Errorf("args %v, want %v", args, want)
 	}
 }
+
+func TestWords(t *testing.T) {
+	body := []byte(`{"guid":"G-1","claimId":"BUSY-0","note":"Überweisung fehlt, BUSY again","bad":"` + "\xff" + `"}`)
+	want := []string{"guid", "g", "1", "claimid", "busy", "0", "note", "überweisung", "fehlt", "again", "bad"}
+	if got := Words(body); !reflect.DeepEqual(got, want) {
+		t.Errorf("Words: %q, want %q", got, want)
+	}
+	long := []byte(strings.Repeat("w ", 3) + func() string {
+		var b strings.Builder
+		for i := range MaxWords + 5 {
+			b.WriteString("x" + strconv.Itoa(i) + " ")
+		}
+		return b.String()
+	}())
+	if got := Words(long); len(got) != MaxWords+1 || got[MaxWords] != AllWords {
+		t.Errorf("Words of a long body: %d words, the last %q; want %d and %q", len(got), got[len(got)-1], MaxWords+1, AllWords)
+	}
+}
+
+func TestHasText(t *testing.T) {
+	body := []byte(`{"guid":"g-1","claimId":"BUSY-0","note":"Überweisung fehlt"}`)
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{"", true},
+		{"busy-0", true},          // letter case aside
+		{`"claimId":"BUSY`, true}, // the words claimid and busy
+		{"USY-0", false},          // usy is not a word of the body
+		{"busy 0", false},         // not the body's bytes
+		{"Überweisung", true},
+		{"überweisung", false}, // only ASCII letters' case is aside
+		{"fehlt!", false},
+	} {
+		if got := HasText(body, c.text); got != c.want {
+			t.Errorf("HasText(%q) = %v, want %v", c.text, got, c.want)
+		}
+	}
+}

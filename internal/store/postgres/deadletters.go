@@ -76,11 +76,18 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			pgKey(r.CopyKey), pgKey(r.MessageID), pgText(r.ClaimID), pgText(r.GUID), pgText(r.Reason), r.Status, pgText(r.Answer),
 			r.Attempts, rec, deadAt, pgText(r.BrokerReason), pgText(string(r.Properties)), pgText(string(r.Headers)), r.Body,
 			pgText(r.Raw), r.IngestedAt, state, pgText(r.StateBy), pgText(r.StateVia), stateAt)
+		// Its words, in the same transaction; a copy there already has
+		// them (DO NOTHING).
+		b.Queue(`INSERT INTO dead_letter_words (word, seq) SELECT unnest($1::text[]), seq FROM dead_letters WHERE copy_key = $2
+			ON CONFLICT DO NOTHING`, pgWords(r.Body), pgKey(r.CopyKey))
 	}
 	res := tx.SendBatch(ctx, &b)
 	added := 0
 	for range rows {
 		tag, err := res.Exec()
+		if err == nil {
+			_, err = res.Exec() // its words
+		}
 		if err != nil {
 			res.Close()
 			return 0, err

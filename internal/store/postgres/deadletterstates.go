@@ -11,15 +11,57 @@ import (
 )
 
 // pgMigrate5 adds what became of each ingested dead letter, as SQLite's
-// version 7 does (deadletter.State), with the same index.
+// version 7 does (deadletter.State), with the same index, and the words
+// of each body (deadletter.Words) that -text searches by, deleted with
+// their row (ON DELETE CASCADE, by the index on seq). The rows there
+// already get theirs here.
 func pgMigrate5(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, `
 	ALTER TABLE dead_letters ADD COLUMN state text NOT NULL DEFAULT 'dead'; -- dead | replaying | replayed | purged
 	ALTER TABLE dead_letters ADD COLUMN state_by text NOT NULL DEFAULT '';
 	ALTER TABLE dead_letters ADD COLUMN state_via text NOT NULL DEFAULT '';
 	ALTER TABLE dead_letters ADD COLUMN state_at timestamptz;              -- NULL: never changed
-	CREATE INDEX dead_letters_state ON dead_letters(state, seq);`)
-	return err
+	CREATE INDEX dead_letters_state ON dead_letters(state, seq);
+	CREATE TABLE dead_letter_words (
+		word text NOT NULL,
+		seq  bigint NOT NULL REFERENCES dead_letters(seq) ON DELETE CASCADE,
+		PRIMARY KEY (word, seq)
+	);
+	CREATE INDEX dead_letter_words_seq ON dead_letter_words(seq);`)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, `SELECT seq, body FROM dead_letters`)
+	if err != nil {
+		return err
+	}
+	var b pgx.Batch
+	for rows.Next() {
+		var seq int64
+		var body []byte
+		if err := rows.Scan(&seq, &body); err != nil {
+			rows.Close()
+			return err
+		}
+		b.Queue(`INSERT INTO dead_letter_words (word, seq) SELECT unnest($1::text[]), $2 ON CONFLICT DO NOTHING`, pgWords(body), seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, &b).Close()
+}
+
+// pgWords are body's words as PostgreSQL text holds them.
+func pgWords(body []byte) []string {
+	ws := deadletter.Words(body)
+	for i, w := range ws {
+		ws[i] = pgText(w)
+	}
+	return ws
 }
 
 // pgStateOf is r's state and its time as the table keeps them: a new row

@@ -72,6 +72,15 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			}
 			n, _ := res.RowsAffected()
 			added += int(n)
+			if n == 1 { // new: its words too (a copy there already has them)
+				seq, err := res.LastInsertId()
+				if err == nil {
+					err = putWords(ctx, tx, seq, r.Body)
+				}
+				if err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})

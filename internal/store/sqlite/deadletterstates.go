@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"time"
 
 	"eaimq/internal/store/deadletter"
@@ -12,13 +13,69 @@ import (
 // restore: deadletter.State), who changed it, through what and when; the
 // rows already there are dead. The index on (state, seq) is what list
 // and the archive read by, and what the retention prunes by.
+//
+// It also adds the words of each body (deadletter.Words), what -text
+// searches by: (word, seq) for the search, seq for the deletion of a
+// row's words with the row (the trigger: a purge -no-archive, the
+// retention's prune). The rows there already get theirs here.
 func migrate7(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, `
 	ALTER TABLE dead_letters ADD COLUMN state TEXT NOT NULL DEFAULT 'dead'; -- dead | replaying | replayed | purged
 	ALTER TABLE dead_letters ADD COLUMN state_by TEXT NOT NULL DEFAULT '';
 	ALTER TABLE dead_letters ADD COLUMN state_via TEXT NOT NULL DEFAULT '';
 	ALTER TABLE dead_letters ADD COLUMN state_at INTEGER;                  -- unix ms; NULL: never changed
-	CREATE INDEX dead_letters_state ON dead_letters(state, seq);`)
+	CREATE INDEX dead_letters_state ON dead_letters(state, seq);
+	CREATE TABLE dead_letter_words (
+		word TEXT NOT NULL,
+		seq  INTEGER NOT NULL,
+		PRIMARY KEY (word, seq)
+	) WITHOUT ROWID;
+	CREATE INDEX dead_letter_words_seq ON dead_letter_words(seq);
+	CREATE TRIGGER dead_letter_words_gone AFTER DELETE ON dead_letters
+	BEGIN
+		DELETE FROM dead_letter_words WHERE seq = old.seq;
+	END;`)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, body FROM dead_letters`)
+	if err != nil {
+		return err
+	}
+	type body struct {
+		seq int64
+		b   []byte
+	}
+	var bodies []body
+	for rows.Next() {
+		var b body
+		if err := rows.Scan(&b.seq, &b.b); err != nil {
+			rows.Close()
+			return err
+		}
+		bodies = append(bodies, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, b := range bodies {
+		if err := putWords(ctx, tx, b.seq, b.b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putWords writes the words of row seq's body, in one statement (a JSON
+// array the statement unrolls: one round of the VM for the lot).
+func putWords(ctx context.Context, tx *sql.Tx, seq int64, body []byte) error {
+	ws, err := json.Marshal(deadletter.Words(body))
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO dead_letter_words (word, seq) SELECT value, ? FROM json_each(?) WHERE true
+		ON CONFLICT DO NOTHING`, seq, string(ws))
 	return err
 }
 
