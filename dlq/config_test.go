@@ -225,15 +225,15 @@ func TestParseConfigHelpAndMistakes(t *testing.T) {
 // derived from these sets.
 func TestEachCommandItsFlags(t *testing.T) {
 	want := map[string]string{
-		"list":    "archive json limit max-held no-store queue reason status",
+		"list":    "archive guid json limit max-held no-store queue reason status text",
 		"show":    "archive json limit max-held no-store queue",
-		"replay":  "all force limit max-held max-replays no-store reason status",
-		"purge":   "all limit max-held no-archive no-store reason status yes",
-		"restore": "limit max-held no-store",
-		"edit":    "body limit max-held no-store",
+		"replay":  "all force guid limit max-held max-replays no-store queue rate reason status text",
+		"purge":   "all guid limit max-held no-archive no-store queue reason status text yes",
+		"restore": "limit max-held no-store queue",
+		"edit":    "body limit max-held no-store queue",
 		"history": "json",
-		"ingest":  "batch max-rows metrics-addr",
-		"serve":   "addr batch ingest limit max-held max-replays max-rows metrics-addr no-archive no-store read-only refresh",
+		"ingest":  "archive-queue archive-retention batch max-rows metrics-addr",
+		"serve":   "addr archive-retention batch ingest limit max-held max-replays max-rows metrics-addr no-archive no-store read-only refresh",
 	}
 	var c config
 	for _, cmd := range commands {

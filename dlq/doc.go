@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	dlq [-json] [-archive|-queue] [-status N|none] [-reason R] [-limit N] [-max-held N] list
+//	dlq [-json] [-archive|-queue] [-status N|none] [-reason R] [-guid G] [-text T] [-limit N] [-max-held N] list
 //	dlq [-json] [-archive|-queue] show ID
 //	dlq [-status N|none] [-reason R] [-force] [-max-replays N] [-rate N] [-queue] replay (ID... | -all)
 //	dlq [-body FILE] [-queue] edit ID
@@ -293,8 +293,14 @@
 // (docs/upgrade.md).
 //
 // Selection: IDs, or -all, or the filters -status N (the last HTTP status
-// on record; none: no status on record, no answer or no record at all)
-// and -reason R (the reason on record). Filters narrow IDs and -all too;
+// on record; none: no status on record, no answer or no record at all),
+// -reason R (the reason on record), -guid G (the body's guid) and -text
+// T (the body holds T, ASCII letter case aside, and each word of T is a
+// word of the body: a run of ASCII letters and digits and of non-ASCII
+// bytes; -text BUSY-7 finds {"claimId":"BUSY-7"}, -text USY-7 does not).
+// Over ingested rows an index serves each of them (claimId and
+// message_id, guid, reason, status; for -text an index of each body's
+// words: FTS4 in SQLite, a GIN array in PostgreSQL). Filters narrow IDs and -all too;
 // list and purge take them alone. The reasons are the store's words:
 // delivered, duplicate, retry, rejected, failed-twice (also spelled
 // transient), no-id, unexpected-status, unsendable, and unknown for a dead
@@ -315,6 +321,8 @@
 //	-json            list, show, history: JSON instead of text
 //	-status N        select by the last HTTP status on record: 100-599, none (no status), 0 (any)
 //	-reason R        select by the reason on record (words above)
+//	-guid G          select by the body's guid
+//	-text T          select the dead letters whose body holds T as whole words
 //	-limit N         look at the first N dead letters only: 0 (all, the default) or more
 //	-max-held N      a walk holds at most N dead letters unacked: 0 (no bound) or more (default 10000)
 //	-queue           act on claim.dead (-archive: claim.dead.archive) even where dead letters were ingested

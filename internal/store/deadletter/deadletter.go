@@ -93,9 +93,15 @@ type Query struct {
 	Through int64
 }
 
+// TextCond is a backend's condition for rows whose body has each of
+// words (not empty), its arguments made by arg: the index of words that
+// narrows a -text.
+type TextCond func(words []string, arg func(any) string) string
+
 // Where is the query's condition and its arguments, for a backend whose
-// placeholders ph(n) makes (? or $n): one reading of a query for both.
-func (q Query) Where(ph func(n int) string) (string, []any) {
+// placeholders ph(n) makes (? or $n) and whose index of words text reads:
+// one reading of a query for both.
+func (q Query) Where(ph func(n int) string, text TextCond) (string, []any) {
 	var conds []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
@@ -135,10 +141,8 @@ func (q Query) Where(ph func(n int) string) (string, []any) {
 	if q.GUID != "" {
 		conds = append(conds, "guid = "+arg(q.GUID))
 	}
-	for _, w := range words {
-		// A row whose body had more than MaxWords words is selected
-		// too: HasText decides for it.
-		conds = append(conds, "seq IN (SELECT seq FROM dead_letter_words WHERE word IN ("+arg(w)+", "+arg(AllWords)+"))")
+	if len(words) > 0 {
+		conds = append(conds, text(words, arg))
 	}
 	if len(q.States) > 0 {
 		conds = append(conds, "state IN ("+list(q.States, func(v any) string { return arg(string(v.(State))) })+")")

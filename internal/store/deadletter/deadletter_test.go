@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,7 +49,7 @@ func TestChangeArgumentsInTextOrder(t *testing.T) {
 }
 
 func TestQueryStatesAndThrough(t *testing.T) {
-	where, args := Query{After: 3, Through: 10, States: Live}.Where(qmark)
+	where, args := Query{After: 3, Through: 10, States: Live}.Where(qmark, nil)
 	if want := "seq > ? AND seq <= ? AND state IN (?, ?)"; where != want {
 		t.Errorf("where %q, want %q", where, want)
 	}
@@ -59,19 +60,22 @@ func TestQueryStatesAndThrough(t *testing.T) {
 
 func TestWords(t *testing.T) {
 	body := []byte(`{"guid":"G-1","claimId":"BUSY-0","note":"Überweisung fehlt, BUSY again","bad":"` + "\xff" + `"}`)
-	want := []string{"guid", "g", "1", "claimid", "busy", "0", "note", "überweisung", "fehlt", "again", "bad"}
+	want := []string{"guid", "g", "1", "claimid", "busy", "0", "note", "Überweisung", "fehlt", "again", "bad", "\xff"}
 	if got := Words(body); !reflect.DeepEqual(got, want) {
 		t.Errorf("Words: %q, want %q", got, want)
 	}
 	long := []byte(strings.Repeat("w ", 3) + func() string {
 		var b strings.Builder
 		for i := range MaxWords + 5 {
+			if i == 3 {
+				b.WriteString(strings.Repeat("y", 2*MaxWordBytes) + " ")
+			}
 			b.WriteString("x" + strconv.Itoa(i) + " ")
 		}
 		return b.String()
 	}())
-	if got := Words(long); len(got) != MaxWords+1 || got[MaxWords] != AllWords {
-		t.Errorf("Words of a long body: %d words, the last %q; want %d and %q", len(got), got[len(got)-1], MaxWords+1, AllWords)
+	if got := Words(long); len(got) != MaxWords+1 || got[MaxWords] != AllWords || !slices.Contains(got, strings.Repeat("y", MaxWordBytes)) {
+		t.Errorf("Words of a long body: %d words, the last %q; want %d and %q, and the long word cut", len(got), got[len(got)-1], MaxWords+1, AllWords)
 	}
 }
 

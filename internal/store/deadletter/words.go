@@ -3,84 +3,91 @@ package deadletter
 import (
 	"bytes"
 	"slices"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
-// Text in the body: both backends keep the words of each row's body in a
-// table of their own (dead_letter_words: word, seq), so that -text is
-// served by an index on SQLite and PostgreSQL alike, with one reading of
-// what a word is (here), and the same answers from both. Neither
-// PostgreSQL's pg_trgm (an extension the store's role may not be allowed
-// to create) nor SQLite's FTS5 (a build tag of mattn/go-sqlite3 every
-// build of the project would need) is that.
+// Text in the body (-text): both backends narrow a search by an index of
+// the words of each row's body, and HasText decides, for them and for
+// claim.dead alike, so that every source gives the same answers.
+//
+// A word is what SQLite's FTS4 "simple" tokenizer takes for one: a run of
+// ASCII letters and digits and of bytes of 0x80 and over (the letters of
+// other scripts, whole), ASCII letters lower-cased. SQLite keeps them in
+// an FTS4 table (mattn/go-sqlite3 builds FTS3/4 by default; FTS5 needs a
+// build tag every build of the project would need); PostgreSQL in an
+// array column with a GIN index (pg_trgm is an extension the store's role
+// may not be allowed to create). Rows of words (a table of word, seq)
+// cost ingestion five times its rate, one index entry a word.
 
-// MaxWords bounds the words kept of one body. A body with more keeps the
-// first MaxWords and the word AllWords, which every search selects, so
-// that HasText decides for it: a 1 MiB claim does not write a hundred
-// thousand index rows.
+// MaxWords bounds the words PostgreSQL keeps of one body: a body with
+// more keeps the first MaxWords and the word AllWords, which every search
+// selects, so that HasText decides for it.
 const MaxWords = 1000
 
-// AllWords stands for the words a body had beyond MaxWords. Words never
-// hold it (it is not a letter or digit).
+// AllWords stands for the words a body had beyond MaxWords. No word holds
+// it.
 const AllWords = "*"
 
-// maxWordBytes bounds one word: a longer run of letters is kept cut, and
-// a search for it cut alike.
-const maxWordBytes = 64
+// MaxWordBytes bounds a word in PostgreSQL's index (a GIN entry has a
+// size limit): a longer one is kept cut, and a search for it cut alike.
+const MaxWordBytes = 64
 
-// Words are the distinct words of body, in order of appearance: runs of
-// letters and digits (Unicode), lower-cased, at most maxWordBytes each,
-// and at most MaxWords of them (then AllWords too).
+func wordByte(c byte) bool {
+	return c >= 0x80 || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// words are the distinct words of b, in order of appearance, at most max
+// (0: all).
+func words(b []byte, max int) []string {
+	seen := map[string]bool{}
+	var out []string
+	for i := 0; i < len(b) && (max <= 0 || len(out) < max); {
+		if !wordByte(b[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && wordByte(b[j]) {
+			j++
+		}
+		w := string(asciiLower(b[i:j]))
+		i = j
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Words are the words of body as PostgreSQL's index keeps them: each cut
+// to MaxWordBytes (IndexWord), at most MaxWords of them, then AllWords.
 func Words(body []byte) []string {
-	ws := words(body, MaxWords+1)
+	ws := words(body, 0)
+	for i, w := range ws {
+		ws[i] = IndexWord(w)
+	}
+	ws = slices.Compact(ws) // a cut word may be another's cut
 	if len(ws) > MaxWords {
 		ws = append(ws[:MaxWords], AllWords)
 	}
 	return ws
 }
 
-func words(body []byte, max int) []string {
-	seen := map[string]bool{}
-	var out []string
-	var w strings.Builder
-	end := func() {
-		if w.Len() == 0 {
-			return
-		}
-		s := w.String()
-		if len(s) > maxWordBytes {
-			s = strings.ToValidUTF8(s[:maxWordBytes], "")
-		}
-		w.Reset()
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
+// IndexWord is w as PostgreSQL's index keeps it: at most MaxWordBytes.
+func IndexWord(w string) string {
+	if len(w) > MaxWordBytes {
+		return w[:MaxWordBytes]
 	}
-	for len(body) > 0 && (max <= 0 || len(out) < max) {
-		r, n := utf8.DecodeRune(body)
-		body = body[n:]
-		if r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			w.WriteRune(unicode.ToLower(r))
-			continue
-		}
-		end()
-	}
-	if max <= 0 || len(out) < max {
-		end()
-	}
-	return out
+	return w
 }
 
-// TextWords are the words of a search's text, as Words reads a body's.
+// TextWords are the words of a search's text, as a body's are read.
 func TextWords(text string) []string { return words([]byte(text), 0) }
 
 // HasText says whether body holds text: text's bytes, ASCII letter case
 // aside, and each of its words a word of the body. This decides; the
-// words table only narrows (a body that holds text has each of its words,
-// or AllWords). One rule for the rows of both backends and for claim.dead.
+// backends' indexes only narrow (a body that holds text has each of its
+// words). One rule for the rows of both backends and for claim.dead.
 func HasText(body []byte, text string) bool {
 	if text == "" {
 		return true

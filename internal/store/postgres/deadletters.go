@@ -71,23 +71,16 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			deadAt = &r.DeadAt
 		}
 		state, stateAt := pgStateOf(r)
-		b.Queue(`INSERT INTO dead_letters (`+deadletter.Columns+`, `+deadletter.StateColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT (copy_key) DO NOTHING`,
+		b.Queue(`INSERT INTO dead_letters (`+deadletter.Columns+`, `+deadletter.StateColumns+`, words)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) ON CONFLICT (copy_key) DO NOTHING`,
 			pgKey(r.CopyKey), pgKey(r.MessageID), pgText(r.ClaimID), pgText(r.GUID), pgText(r.Reason), r.Status, pgText(r.Answer),
 			r.Attempts, rec, deadAt, pgText(r.BrokerReason), pgText(string(r.Properties)), pgText(string(r.Headers)), r.Body,
-			pgText(r.Raw), r.IngestedAt, state, pgText(r.StateBy), pgText(r.StateVia), stateAt)
-		// Its words, in the same transaction; a copy there already has
-		// them (DO NOTHING).
-		b.Queue(`INSERT INTO dead_letter_words (word, seq) SELECT unnest($1::text[]), seq FROM dead_letters WHERE copy_key = $2
-			ON CONFLICT DO NOTHING`, pgWords(r.Body), pgKey(r.CopyKey))
+			pgText(r.Raw), r.IngestedAt, state, pgText(r.StateBy), pgText(r.StateVia), stateAt, pgWords(r.Body))
 	}
 	res := tx.SendBatch(ctx, &b)
 	added := 0
 	for range rows {
 		tag, err := res.Exec()
-		if err == nil {
-			_, err = res.Exec() // its words
-		}
 		if err != nil {
 			res.Close()
 			return 0, err
@@ -166,5 +159,5 @@ func pgWhere(q deadletter.Query) (string, []any) {
 		ids[i] = pgKey(id)
 	}
 	q.IDs = ids
-	return q.Where(func(n int) string { return "$" + strconv.Itoa(n) })
+	return q.Where(pgDollar, pgTextCond)
 }

@@ -55,6 +55,11 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			return err
 		}
 		defer stmt.Close()
+		words, err := tx.Prepare(insertWords)
+		if err != nil {
+			return err
+		}
+		defer words.Close()
 		for _, r := range rows {
 			var rec, deadAt any
 			if r.Record != nil {
@@ -75,12 +80,13 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			if n == 1 { // new: its words too (a copy there already has them)
 				seq, err := res.LastInsertId()
 				if err == nil {
-					err = putWords(ctx, tx, seq, r.Body)
+					_, err = words.Exec(seq, wordsOf(r.Body))
 				}
 				if err != nil {
 					return err
 				}
 			}
+
 		}
 		return nil
 	})
@@ -92,7 +98,7 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 
 // DeadLetters returns the rows q selects, in the order of ingestion.
 func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadletter.Row, error) {
-	where, args := q.Where(func(int) string { return "?" })
+	where, args := q.Where(qmark, textMatch)
 	query := `SELECT seq, ` + deadletter.Columns + `, ` + deadletter.StateColumns + ` FROM dead_letters WHERE ` + where + ` ORDER BY seq`
 	if q.Limit > 0 {
 		query += " LIMIT " + strconv.Itoa(q.Limit)
@@ -133,7 +139,7 @@ func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadlett
 
 // CountDeadLetters counts the rows q selects.
 func (s *Store) CountDeadLetters(ctx context.Context, q deadletter.Query) (int64, error) {
-	where, args := q.Where(func(int) string { return "?" })
+	where, args := q.Where(qmark, textMatch)
 	var n int64
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM dead_letters WHERE `+where, args...).Scan(&n)
 	return n, err

@@ -51,7 +51,7 @@ func TestDeadLetterSearchesUseIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, q := range searches {
-		where, args := q.Where(qmark)
+		where, args := q.Where(qmark, textMatch)
 		plan, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT seq, `+deadletter.Columns+`, `+deadletter.StateColumns+
 			` FROM dead_letters WHERE `+where+` ORDER BY seq LIMIT `+strconv.Itoa(q.Limit), args...)
 		if err != nil {
@@ -69,7 +69,10 @@ func TestDeadLetterSearchesUseIndexes(t *testing.T) {
 		plan.Close()
 		text := strings.Join(steps, "\n")
 		t.Logf("%s:\n%s", name, text)
-		if strings.Contains(text, "SCAN dead_letters") || strings.Contains(text, "SCAN dead_letter_words") {
+		// The FTS4 table's plan is a SCAN of a virtual table whose index
+		// says how: 0 reads it all, 1 by docid, 2 and over a full-text
+		// query (its index of words).
+		if strings.Contains(text, "SCAN dead_letters") || strings.Contains(text, "VIRTUAL TABLE INDEX 0:") {
 			t.Errorf("%s scans a table:\n%s", name, text)
 		}
 	}
@@ -81,8 +84,11 @@ func TestDeadLetterSearchesUseIndexes(t *testing.T) {
 	if _, err := s.ChangeDeadLetters(ctx, deadletter.Change{Seqs: []int64{got[0].Seq}, From: deadletter.Live}); err != nil {
 		t.Fatal(err)
 	}
+	if got, err := s.DeadLetters(ctx, searches["text"]); err != nil || len(got) != 0 {
+		t.Errorf("the deleted row is still found by its words: %d rows %v", len(got), err)
+	}
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM dead_letter_words WHERE seq = ?`, got[0].Seq).Scan(&n); err != nil || n != 0 {
-		t.Errorf("%d words of the deleted row left (%v)", n, err)
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM dead_letter_text WHERE dead_letter_text MATCH '"busy"'`).Scan(&n); err != nil || n != 1999 {
+		t.Errorf("%d rows of the word busy in the index, want 1999 (%v)", n, err)
 	}
 }
