@@ -96,6 +96,7 @@ func (w *web) replay(ctx context.Context, action, who string, t dlqweb.Target, e
 			rep.Lines = append(rep.Lines, n.text())
 		})
 		rep.Replayed, rep.Delivered, rep.Again, rep.Refused = n.replayed, n.delivered, n.again, n.capped+n.refused+n.taken
+		rep.Store = b.ingested != nil
 		rep.NotFound = len(rep.Lines) == 0
 		if err != nil {
 			return err
@@ -144,6 +145,7 @@ func (w *web) Purge(ctx context.Context, who string, t dlqweb.Target) (dlqweb.Re
 				rep.Lines = append(rep.Lines, field(key)+": not purged: "+why)
 			}})
 		rep.Purged, rep.Refused, rep.NotFound = n, refused, n+refused == 0
+		rep.Store = b.ingested != nil
 		if err != nil {
 			return err
 		}
@@ -180,6 +182,7 @@ func (w *web) Restore(ctx context.Context, who string, t dlqweb.Target) (dlqweb.
 			rep.Lines = append(rep.Lines, field(key)+": not restored: "+why)
 		})
 		rep.Restored, rep.Refused, rep.NotFound = n, refused, n+refused == 0
+		rep.Store = b.ingested != nil
 		return err
 	})
 	if rep.NotFound && err == nil {

@@ -39,7 +39,7 @@ func TestDLQServeBrowserOverRows(t *testing.T) {
 	must(t, ctx, "purge arch-b", chromedp.Navigate(srv.base+"/claim?id=arch-b"), chromedp.WaitVisible(chromedp.CSS(`a.btn.danger`)),
 		chromedp.Click(chromedp.CSS(`a.btn.danger`)), chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
 		chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
-	if res := text(t, ctx, "#result"); !strings.HasPrefix(res, "1 purged") {
+	if res := text(t, ctx, "#result"); !strings.HasPrefix(res, "1 purged into the store's archive") {
 		t.Fatalf("purge: %q", res)
 	}
 	if d := w.depths(); d != [2]int{0, 0} {
@@ -51,7 +51,7 @@ func TestDLQServeBrowserOverRows(t *testing.T) {
 	}
 	must(t, ctx, "restore arch-b", chromedp.Click(chromedp.CSS(`#restore-arch-b`)), chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
 		chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
-	if res := text(t, ctx, "#result"); !strings.HasPrefix(res, "1 restored") {
+	if res := text(t, ctx, "#result"); !strings.HasPrefix(res, "1 restored to the store's dead letters") {
 		t.Fatalf("restore: %q", res)
 	}
 
