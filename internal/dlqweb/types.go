@@ -70,13 +70,13 @@ type List struct {
 	Archive bool   // the archive's purged dead letters, not a group or a search
 	// Store: the dead letters are rows ingested into the store (their
 	// archive a state of the row), not claim.dead's messages.
-	Store bool
-	Group   Group  // the group (its ID "" for a search)
-	Refs    []Ref
-	Page    int // from 1
-	Count   int // every match among those looked at
-	Looked  int
-	Total   int
+	Store  bool
+	Group  Group // the group (its ID "" for a search)
+	Refs   []Ref
+	Page   int // from 1
+	Count  int // every match among those looked at
+	Looked int
+	Total  int
 }
 
 // Pages is how many pages the matches take.
