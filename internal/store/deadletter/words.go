@@ -16,7 +16,7 @@ import (
 // build tag every build of the project would need); PostgreSQL in an
 // array column with a GIN index (pg_trgm is an extension the store's role
 // may not be allowed to create). Rows of words (a table of word, seq)
-// cost ingestion five times its rate, one index entry a word.
+// cost ingestion several times its rate, an index entry a word.
 
 // MaxWords bounds the words PostgreSQL keeps of one body: a body with
 // more keeps the first MaxWords and the word AllWords, which every search

@@ -13,8 +13,8 @@ import (
 // pgMigrate5 adds what became of each ingested dead letter, as SQLite's
 // version 7 does (deadletter.State), with the same index, and the words
 // of each body (deadletter.Words) that -text narrows by: an array column
-// with a GIN index (its pending list takes a row's words in one entry,
-// where a table of words took an index entry each: a fifth of the rate).
+// with a GIN index (its pending list takes a row's words at once, where
+// a table of words costs a B-tree entry a word, several times the rate).
 // The rows there already get theirs here.
 func pgMigrate5(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, `

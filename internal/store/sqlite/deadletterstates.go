@@ -17,8 +17,9 @@ import (
 // It also adds the full-text index that -text narrows by: an FTS4 table
 // of each row's distinct words (deadletter.TextWords of the body, joined
 // by spaces) under the row's seq. Its words, not its body: an FTS4 index
-// of the bodies took a quarter of ingestion's rate (a posting for every
-// occurrence of every word), and a word's presence is all a search asks.
+// of the bodies keeps a posting for every occurrence of every word, which
+// cost ingestion several times what the distinct words do, and a word's
+// presence is all a search asks.
 // PutDeadLetters writes a row's words with it; a trigger deletes them
 // with it. The rows there already get theirs here.
 func migrate7(ctx context.Context, tx *sql.Tx) error {
