@@ -385,12 +385,31 @@ func TestWebOverRows(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			w := newIngestWorld(t, be.loc(t))
 			w.putRows(t, "wr", 3)
+			// A crash loop: its own group, whatever its record says.
+			loop := amqp.Delivery{MessageId: "loop-0", Body: brokertest.Claim("loop-0", "C-loop-0"),
+				Headers: amqp.Table{"x-death": []any{amqp.Table{"queue": topo.Queue, "reason": deliveryLimit, "count": int64(1), "time": time.Now()}}}}
+			if _, err := w.dl.PutDeadLetters(context.Background(), []deadletter.Row{rowOf(parse(loop, false), time.Now())}); err != nil {
+				t.Fatal(err)
+			}
 			ctx := context.Background()
 			page := &web{getenv: w.vh.Getenv(map[string]string{store.EnvPath: w.loc}), st: w.st, writable: true,
 				c: Config{MaxReplays: DefaultMaxReplays, Actor: Actor{Who: "op"}}, log: io.Discard}
 			o, err := page.Overview(ctx, true)
-			if err != nil || len(o.Groups) != 1 || o.Groups[0].Count != 3 || o.Looked != 3 || o.Total != 3 {
+			if err != nil || len(o.Groups) != 2 || o.Groups[0].Count != 3 || o.Groups[1].Count != 1 || o.Looked != 4 || o.Total != 4 {
 				t.Fatalf("groups over the rows: %+v %v", o, err)
+			}
+			// The GROUP BY's groups are groupOf's: the same ids as each
+			// row read through the model.
+			for _, g := range o.Groups {
+				for _, r := range g.Claims {
+					c, _, err := page.Claim(ctx, r.Key)
+					if err != nil || c.GroupID != g.ID {
+						t.Errorf("%s: in group %s (%s), its page says group %s (%v)", r.Key, g.ID, g.Reason, c.GroupID, err)
+					}
+				}
+			}
+			if o.Groups[1].Reason != CrashLoopWord {
+				t.Errorf("the crash loop's group: %+v", o.Groups[1])
 			}
 			group := o.Groups[0].ID
 			c, found, err := page.Claim(ctx, "wr-001")
@@ -425,7 +444,7 @@ func TestWebOverRows(t *testing.T) {
 			if err != nil || rep.Restored != 1 {
 				t.Fatalf("restore wr-002: %+v %v", rep, err)
 			}
-			if o, err := page.Overview(ctx, true); err != nil || o.Looked != 1 || o.Depth != 1 {
+			if o, err := page.Overview(ctx, true); err != nil || o.Looked != 2 || o.Depth != 2 {
 				t.Errorf("groups after the purge and the restore: %+v %v", o, err)
 			}
 

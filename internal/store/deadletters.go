@@ -28,6 +28,9 @@ type DeadLetters interface {
 	// it first) is left as it is and not returned. When it returns nil
 	// the change is in the database.
 	ChangeDeadLetters(ctx context.Context, c deadletter.Change) ([]int64, error)
+	// DeadLetterGroups counts the page's groups of the rows q selects
+	// (its Limit aside), in one query.
+	DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]deadletter.Group, error)
 	// PruneDeadLetters deletes the rows in one of states since before
 	// before (the archive's retention) and returns how many.
 	PruneDeadLetters(ctx context.Context, states []deadletter.State, before time.Time) (int64, error)

@@ -85,6 +85,10 @@ type Query struct {
 	// table: HasText decides.
 	GUID string
 	Text string
+	// Group ("": any) selects the rows of one of the page's groups
+	// (Groups): its word, and GroupStatus.
+	Group       string
+	GroupStatus int
 	// States (none: any) are the states selected.
 	States []State
 	// Through (0: none) is the last seq selected: a bulk action fixes
@@ -143,6 +147,12 @@ func (q Query) Where(ph func(n int) string, text TextCond) (string, []any) {
 	}
 	if len(words) > 0 {
 		conds = append(conds, text(words, arg))
+	}
+	switch {
+	case q.Group == GroupCrashLoop:
+		conds = append(conds, "broker_reason = "+arg(deliveryLimit))
+	case q.Group != "":
+		conds = append(conds, "broker_reason <> "+arg(deliveryLimit), "reason = "+arg(q.Group), "status = "+arg(q.GroupStatus))
 	}
 	if len(q.States) > 0 {
 		conds = append(conds, "state IN ("+list(q.States, func(v any) string { return arg(string(v.(State))) })+")")
@@ -222,3 +232,34 @@ const Columns = `copy_key, message_id, claim_id, guid, reason, status, answer, a
 // StateColumns are the columns of what became of a row, in Row's order
 // after Columns' (the schema step after the table's added them).
 const StateColumns = `state, state_by, state_via, state_at`
+
+// The page's groups: the rows by the reason a person reads first (the
+// reason on record, or GroupCrashLoop for a dead letter the broker's
+// delivery limit dead-lettered, whatever the record says) and the last
+// status on record (0 for crash-loop): dlq's groupOf, in SQL, so that
+// the groups of a million rows are one GROUP BY, not a million rows read.
+const (
+	GroupCrashLoop = "crash-loop"
+	deliveryLimit  = "delivery_limit"
+)
+
+// Group is one group's count, its first and last dead-lettering, and the
+// seq of its first row.
+type Group struct {
+	Word        string
+	Status      int
+	Count       int64
+	First, Last time.Time
+	FirstSeq    int64
+}
+
+// GroupsSQL is the query of the groups of the rows where selects (a
+// Query's Where), one row a group: word, status, count, min and max
+// dead_at, min seq.
+func GroupsSQL(where string) string {
+	return `SELECT CASE WHEN broker_reason = '` + deliveryLimit + `' THEN '` + GroupCrashLoop + `' ELSE reason END AS word,
+		CASE WHEN broker_reason = '` + deliveryLimit + `' THEN 0 ELSE status END AS st,
+		count(*), min(dead_at), max(dead_at), min(seq)
+		FROM dead_letters WHERE ` + where + ` GROUP BY 1, 2`
+}
+

@@ -169,3 +169,27 @@ func (s *Store) PruneDeadLetters(ctx context.Context, states []deadletter.State,
 	}
 	return tag.RowsAffected(), nil
 }
+
+// DeadLetterGroups counts the page's groups of the rows q selects.
+func (s *Store) DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]deadletter.Group, error) {
+	where, args := pgWhere(q)
+	rows, err := s.pool.Query(ctx, deadletter.GroupsSQL(where), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []deadletter.Group
+	for rows.Next() {
+		var g deadletter.Group
+		var first, last *time.Time
+		if err := rows.Scan(&g.Word, &g.Status, &g.Count, &first, &last, &g.FirstSeq); err != nil {
+			return nil, err
+		}
+		if first != nil {
+			g.First, g.Last = *first, *last
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+

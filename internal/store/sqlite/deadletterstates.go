@@ -170,3 +170,27 @@ func (s *Store) PruneDeadLetters(ctx context.Context, states []deadletter.State,
 	})
 	return n, err
 }
+
+// DeadLetterGroups counts the page's groups of the rows q selects.
+func (s *Store) DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]deadletter.Group, error) {
+	where, args := q.Where(qmark, textMatch)
+	rows, err := s.db.QueryContext(ctx, deadletter.GroupsSQL(where), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []deadletter.Group
+	for rows.Next() {
+		var g deadletter.Group
+		var first, last sql.NullInt64
+		if err := rows.Scan(&g.Word, &g.Status, &g.Count, &first, &last, &g.FirstSeq); err != nil {
+			return nil, err
+		}
+		if first.Valid {
+			g.First, g.Last = time.UnixMilli(first.Int64), time.UnixMilli(last.Int64)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
