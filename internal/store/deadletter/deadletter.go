@@ -262,4 +262,3 @@ func GroupsSQL(where string) string {
 		count(*), min(dead_at), max(dead_at), min(seq)
 		FROM dead_letters WHERE ` + where + ` GROUP BY 1, 2`
 }
-

@@ -192,4 +192,3 @@ func (s *Store) DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]dea
 	}
 	return out, rows.Err()
 }
-

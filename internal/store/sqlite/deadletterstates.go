@@ -193,4 +193,3 @@ func (s *Store) DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]dea
 	}
 	return out, rows.Err()
 }
-
