@@ -42,7 +42,10 @@ type dead struct {
 	Replays    int64  // x-eaimq-replays
 	Deliveries int64  // x-delivery-count: a quorum claim.dead counts every look
 	Edit       *Edited
-	Purged     *Purged // x-eaimq-purged: an archived dead letter
+	Purged     *Purged // x-eaimq-purged: an archived dead letter (or a purged row)
+	// Replaying: an ingested row a replay claimed and has not marked
+	// replayed (under way, or left so by a crash): when, by whom, how.
+	Replaying *Purged
 	Rec        claim.Record
 	Known      bool // the store has a record of it
 	NoStore    bool // no store was read

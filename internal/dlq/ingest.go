@@ -516,5 +516,13 @@ func deadOfRow(r deadletter.Row) *dead {
 		m.Known = true
 	}
 	m.row = &r
+	switch r.State {
+	case deadletter.StatePurged:
+		// The archive's: purged by the row's state, as the archive
+		// queue's message says it by its header.
+		m.Purged = &Purged{At: r.StateAt, By: r.StateBy, Via: r.StateVia}
+	case deadletter.StateReplaying:
+		m.Replaying = &Purged{At: r.StateAt, By: r.StateBy, Via: r.StateVia}
+	}
 	return m
 }

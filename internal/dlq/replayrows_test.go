@@ -225,6 +225,25 @@ func TestReplayRowsCrashBetweenConfirmAndMark(t *testing.T) {
 				t.Fatalf("the row is %q after the crash, want replaying", r.State)
 			}
 
+			// list and show say it is replaying, and since when.
+			st, conn := w.st, w.vh.Dial(t)
+			for _, show := range []bool{false, true} {
+				b, err := NewIngestedBrowser(conn, st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out, errb bytes.Buffer
+				if show {
+					err = Show(context.Background(), b, Config{IDs: []string{"kk-000"}}, &out)
+				} else {
+					err = List(context.Background(), b, Config{}, &out, &errb)
+				}
+				b.Close()
+				if err != nil || !strings.Contains(out.String(), "replaying") || !strings.Contains(out.String(), "tester") {
+					t.Errorf("show %v of the row left replaying: %v\n%s", show, err, out.String())
+				}
+			}
+
 			// A replay without -force leaves it: its copy is out.
 			_, out, err = w.replayRows(t, Config{IDs: []string{"kk-000"}})
 			if err != nil || !strings.Contains(out, "skipped kk-000: replaying since") {
@@ -304,6 +323,12 @@ func TestPurgeRestoreRowsAndRetention(t *testing.T) {
 			})
 			if !strings.Contains(out, "archived pp-001") {
 				t.Errorf("purge:\n%s", out)
+			}
+			out = act(NewIngestedArchiveBrowser, func(b *Browser, o, e *bytes.Buffer) error {
+				return Show(ctx, b, Config{IDs: []string{"pp-001"}, Archive: true}, o)
+			})
+			if !strings.Contains(out, "purged:") || !strings.Contains(out, "by ann via dlq purge (in "+IngestedArchive) {
+				t.Errorf("show -archive of the purged row:\n%s", out)
 			}
 			if r := w.row(t, "pp-001"); r.State != deadletter.StatePurged || r.StateBy != "ann" || r.StateVia != "dlq purge" {
 				t.Errorf("the purged row: %q by %q via %q", r.State, r.StateBy, r.StateVia)
