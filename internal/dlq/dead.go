@@ -46,9 +46,9 @@ type dead struct {
 	// Replaying: an ingested row a replay claimed and has not marked
 	// replayed (under way, or left so by a crash): when, by whom, how.
 	Replaying *Purged
-	Rec        claim.Record
-	Known      bool // the store has a record of it
-	NoStore    bool // no store was read
+	Rec       claim.Record
+	Known     bool // the store has a record of it
+	NoStore   bool // no store was read
 
 	row *deadletter.Row // the ingested row it was read from (nil: claim.dead)
 }

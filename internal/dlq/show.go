@@ -171,4 +171,3 @@ func archiveOf(m *dead) string {
 	}
 	return "claim.dead.archive"
 }
-
