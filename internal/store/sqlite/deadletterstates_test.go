@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -90,5 +91,43 @@ func TestDeadLetterSearchesUseIndexes(t *testing.T) {
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM dead_letter_text WHERE dead_letter_text MATCH '"busy"'`).Scan(&n); err != nil || n != 1999 {
 		t.Errorf("%d rows of the word busy in the index, want 1999 (%v)", n, err)
+	}
+}
+
+// TestMigratesDeadLettersOfVersion6: a file of version 6, its dead
+// letters ingested before states and words existed, becomes version 7
+// with each row dead and findable by the words of its body.
+func TestMigratesDeadLettersOfVersion6(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "processed.db")
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migrations[:6] {
+		if err := m(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO dead_letters (copy_key, message_id, reason, properties, headers, body, ingested_at)
+			VALUES ('c1', 'old-1', 'rejected', '{}', '{}', '{"guid":"old-1","claimId":"BUSY-9"}', 1)`,
+		`PRAGMA user_version = 6`,
+	} {
+		if _, err := tx.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := open(t, path, Options{})
+	got, err := s.DeadLetters(ctx, deadletter.Query{Text: "busy-9", States: deadletter.Live})
+	if err != nil || len(got) != 1 || got[0].MessageID != "old-1" || got[0].State != deadletter.StateDead {
+		t.Fatalf("the version 6 row after the migration: %+v %v", got, err)
 	}
 }
