@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,12 +21,13 @@ import (
 type config struct {
 	cmd     string
 	dlq     dlq.Config
-	all     bool   // replay, purge: every dead letter (that the filters select)
-	noStore bool   // read no store: there is none
-	reason  string // -reason as given; check parses it into dlq.Reason
-	queue   bool   // list, show: walk claim.dead even where dead letters were ingested
-	ingest  bool   // serve: run dlq ingest in the page's process
-	metrics string // ingest: serve its metrics on this host:port ("": none)
+	all     bool           // replay, purge: every dead letter (that the filters select)
+	noStore bool           // read no store: there is none
+	reason  string         // -reason as given; check parses it into dlq.Reason
+	queue   bool           // list, show: walk claim.dead even where dead letters were ingested
+	ingest  bool           // serve: run dlq ingest in the page's process
+	metrics string         // ingest: serve its metrics on this host:port ("": none)
+	tokens  []dlqweb.Token // serve: EAIMQ_DLQ_TOKEN and EAIMQ_DLQ_TOKENS
 }
 
 // commands are dlq's commands, as the usage errors name them.
@@ -114,7 +117,7 @@ func (c *config) jsonFlag(fs *flag.FlagSet) {
 }
 
 func (c *config) filterFlags(fs *flag.FlagSet) {
-	fs.Var(dlq.StatusFlag{V: &c.dlq.Status}, "status", "select by the last HTTP `status` on record: 100-599, none (no answer), 0 (any)")
+	fs.Var(statusFlag{v: &c.dlq.Status}, "status", "select by the last HTTP `status` on record: 100-599, none (no answer), 0 (any)")
 	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(reasonWords(), ", ")+" (transient = failed-twice)")
 	fs.StringVar(&c.dlq.GUID, "guid", "", "select by the body's `guid`")
 	fs.StringVar(&c.dlq.Text, "text", "", "select the dead letters whose body holds `text` as whole words, letter case aside")
@@ -197,7 +200,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		// file that cannot be used, is a usage error.
 		tokens, err := dlqweb.Tokens(getenv(dlqweb.EnvToken), getenv(dlqweb.EnvTokens))
 		if err == nil {
-			c.dlq.Page.Tokens = tokens
+			c.tokens = tokens
 			err = dlqweb.Check(dlqweb.Config{Addr: c.dlq.Page.Addr, Tokens: tokens})
 		}
 		if err != nil {
@@ -329,3 +332,31 @@ func (c *config) check() error {
 
 // reasonWords are -reason's words: the store's, and crash-loop.
 func reasonWords() []string { return append(claim.ReasonWords(), dlq.CrashLoopWord) }
+
+// statusFlag is -status as a flag.Value: an HTTP status, none
+// (dlq.StatusNone), or 0 (any); the range is check's. The program's, not
+// the engine's: the engine knows nothing of flags.
+type statusFlag struct{ v *int }
+
+func (s statusFlag) String() string {
+	switch {
+	case s.v == nil:
+		return "0"
+	case *s.v == dlq.StatusNone:
+		return "none"
+	}
+	return strconv.Itoa(*s.v)
+}
+
+func (s statusFlag) Set(v string) error {
+	if v == "none" {
+		*s.v = dlq.StatusNone
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return errors.New("parse error")
+	}
+	*s.v = n
+	return nil
+}

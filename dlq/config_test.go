@@ -92,7 +92,7 @@ func TestParseConfig(t *testing.T) {
 			c.dlq.Page.Refresh, c.dlq.MaxReplays = time.Hour, 1000
 		})},
 		{[]string{"serve", "-addr", "0.0.0.0:8088"}, map[string]string{dlqweb.EnvToken: token}, with(defaults("serve"), func(c *config) {
-			c.dlq.Page.Addr, c.dlq.Page.Tokens = "0.0.0.0:8088", []dlqweb.Token{{Name: dlqweb.SharedName, Value: token}}
+			c.dlq.Page.Addr, c.tokens = "0.0.0.0:8088", []dlqweb.Token{{Name: dlqweb.SharedName, Value: token}}
 		})},
 		{[]string{"serve", "-addr", "[::1]:9000"}, nil, with(defaults("serve"), func(c *config) { c.dlq.Page.Addr = "[::1]:9000" })},
 	} {

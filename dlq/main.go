@@ -106,7 +106,7 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		return serveIngesting(ctx, c, getenv, st, stdout, stderr)
 	}
 	if c.cmd == "serve" {
-		return dlq.Serve(ctx, getenv, st, writable, c.dlq, stdout, stderr)
+		return dlq.Serve(ctx, getenv, st, writable, c.tokens, c.dlq, stdout, stderr)
 	}
 
 	conn, err := dlq.Dial(ctx, getenv)
@@ -189,7 +189,7 @@ func serveIngesting(ctx context.Context, c config, getenv func(string) string, s
 		cancel()
 		done <- err
 	}()
-	err := dlq.Serve(ctx, getenv, st, st != nil, c.dlq, stdout, stderr)
+	err := dlq.Serve(ctx, getenv, st, st != nil, c.tokens, c.dlq, stdout, stderr)
 	cancel()
 	if ierr := <-done; ierr != nil {
 		return ierr

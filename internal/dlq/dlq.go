@@ -18,7 +18,6 @@ import (
 	"eaimq/internal/audit"
 	"eaimq/internal/broker"
 	"eaimq/internal/claim"
-	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
 )
 
@@ -77,11 +76,11 @@ type Config struct {
 }
 
 // Page is dlq serve's web page: where it listens and what it allows.
+// Its tokens are the program's (Serve's argument), not the engine's.
 type Page struct {
-	Addr     string         // host:port; not loopback needs Tokens
-	Tokens   []dlqweb.Token // EAIMQ_DLQ_TOKEN and EAIMQ_DLQ_TOKENS
-	ReadOnly bool           // no action, not even by a hand-made POST
-	Refresh  time.Duration  // the groups page reloads this often (0: never)
+	Addr     string        // host:port; not loopback needs tokens
+	ReadOnly bool          // no action, not even by a hand-made POST
+	Refresh  time.Duration // the groups page reloads this often (0: never)
 }
 
 // Hooks are for tests.

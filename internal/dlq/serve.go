@@ -21,10 +21,11 @@ import (
 //
 // writable says st was opened for writing, as the page needs to act on
 // ingested rows (Serve's caller opens it so where dead letters are
-// ingested).
-func Serve(ctx context.Context, getenv func(string) string, st store.Store, writable bool, c Config, stdout, stderr io.Writer) error {
+// ingested); tokens are the page's (EAIMQ_DLQ_TOKEN, EAIMQ_DLQ_TOKENS).
+func Serve(ctx context.Context, getenv func(string) string, st store.Store, writable bool, tokens []dlqweb.Token, c Config,
+	stdout, stderr io.Writer) error {
 	w := &web{getenv: getenv, st: st, trail: c.Audit, c: c, log: stderr, writable: writable}
-	cfg := dlqweb.Config{Addr: c.Page.Addr, Tokens: c.Page.Tokens, ReadOnly: c.Page.ReadOnly, NoArchive: c.NoArchive, Refresh: c.Page.Refresh,
+	cfg := dlqweb.Config{Addr: c.Page.Addr, Tokens: tokens, ReadOnly: c.Page.ReadOnly, NoArchive: c.NoArchive, Refresh: c.Page.Refresh,
 		Banner: bannerOf(broker.URL(getenv)), Backend: w, Clean: w.clean, Log: stderr}
 	h, err := dlqweb.New(cfg)
 	if err != nil {
