@@ -87,7 +87,7 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	}
 	ingested, err := dlq.Ingested(ctx, st)
 	if err != nil {
-		return fail.Errorf(fail.IO, "count the ingested dead letters in the store %s: %v", st.Path(), err)
+		return fail.Errorf(fail.IO, "look for ingested dead letters in the store %s: %v", st.Path(), err)
 	}
 	if st != nil && ((ingested > 0 && !c.queue && acts(c)) || (c.cmd == "serve" && (c.ingest || ingested > 0))) {
 		// Over ingested rows an action is a change of the rows' states:
@@ -124,8 +124,8 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	case archive:
 		newBrowser = dlq.NewArchiveBrowser
 	case ingested > 0:
-		fmt.Fprintf(stderr, "dlq: -queue: %s acts on what %s still holds; the %d dead letter(s) ingested into the store are left as they are\n",
-			c.cmd, topo.DeadQueue, ingested)
+		fmt.Fprintf(stderr, "dlq: -queue: %s acts on what %s still holds; the dead letters ingested into the store are left as they are\n",
+			c.cmd, topo.DeadQueue)
 	}
 	b, err := newBrowser(conn, st)
 	if err != nil {

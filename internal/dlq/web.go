@@ -83,7 +83,7 @@ func (w *web) sessionOn(ctx context.Context, queue string, fn func(*Browser) err
 func (w *web) browser(ctx context.Context, conn *amqp.Connection, queue string) (*Browser, error) {
 	n, err := Ingested(ctx, w.st)
 	if err != nil {
-		return nil, fail.Errorf(fail.IO, "count the ingested dead letters in the store: %v", err)
+		return nil, fail.Errorf(fail.IO, "look for ingested dead letters in the store: %v", err)
 	}
 	switch {
 	case n == 0:
