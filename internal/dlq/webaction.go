@@ -90,7 +90,7 @@ func (w *web) replay(ctx context.Context, action, who string, t dlqweb.Target, e
 		if err := w.rowsReadOnly(b); err != nil {
 			return err
 		}
-		r := rules{maxReplays: w.c.MaxReplays, edit: e, hooks: w.c.Hooks, actor: w.actor(who)}
+		r := rules{maxReplays: w.c.MaxReplays, edit: e, hooks: w.c.Hooks, actor: w.actor(who), rate: w.c.Rate}
 		n, err := replayDead(ctx, b, selection{limit: w.c.Limit, selects: selector(t)}, r, func(n note) {
 			rec.note(n)
 			rep.Lines = append(rep.Lines, n.text())
