@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,12 +21,13 @@ import (
 type config struct {
 	cmd     string
 	dlq     dlq.Config
-	all     bool   // replay, purge: every dead letter (that the filters select)
-	noStore bool   // read no store: there is none
-	reason  string // -reason as given; check parses it into dlq.Reason
-	queue   bool   // list, show: walk claim.dead even where dead letters were ingested
-	ingest  bool   // serve: run dlq ingest in the page's process
-	metrics string // ingest: serve its metrics on this host:port ("": none)
+	all     bool           // replay, purge: every dead letter (that the filters select)
+	noStore bool           // read no store: there is none
+	reason  string         // -reason as given; check parses it into dlq.Reason
+	queue   bool           // list, show: walk claim.dead even where dead letters were ingested
+	ingest  bool           // serve: run dlq ingest in the page's process
+	metrics string         // ingest: serve its metrics on this host:port ("": none)
+	tokens  []dlqweb.Token // serve: EAIMQ_DLQ_TOKEN and EAIMQ_DLQ_TOKENS
 }
 
 // commands are dlq's commands, as the usage errors name them.
@@ -44,6 +47,11 @@ const (
 	// maxRefresh bounds -refresh: a page that reloads less often than this
 	// is not live any more.
 	maxRefresh = time.Hour
+	// defaultRate paces a replay: a bulk replay of an incident's
+	// 200,000 dead letters at full speed floods the consumer and the
+	// partner behind it (ServiceControl #225, #501); 500 a second is
+	// faster than the lab's partner answers anyway.
+	defaultRate = 500
 )
 
 // flagSet is the FlagSet of command cmd, as go and litestream give each
@@ -69,18 +77,24 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 		c.queueFlag(fs)
 	case "edit":
 		fs.StringVar(&d.Edit.File, "body", "", "take the new body from `file` (- for stdin) instead of an editor")
+		c.queueFlag(fs)
 	case "history":
 		c.jsonFlag(fs)
 	case "replay":
 		c.filterFlags(fs)
 		c.allFlag(fs)
-		fs.BoolVar(&d.Force, "force", false, "also claims recorded as delivered, and over -max-replays")
+		fs.BoolVar(&d.Force, "force", false, "also claims recorded as delivered, over -max-replays, and ingested ones left replaying by a crash")
 		c.maxReplaysFlag(fs)
+		fs.Float64Var(&d.Rate, "rate", defaultRate, "replay at most `n` dead letters a second: 0 (no pacing) or more")
+		c.queueFlag(fs)
 	case "purge":
 		c.filterFlags(fs)
 		c.allFlag(fs)
 		fs.BoolVar(&d.Yes, "yes", false, "really purge")
 		c.noArchiveFlag(fs)
+		c.queueFlag(fs)
+	case "restore":
+		c.queueFlag(fs)
 	case "serve":
 		c.noArchiveFlag(fs)
 		c.maxReplaysFlag(fs)
@@ -91,6 +105,7 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 		c.ingestFlags(fs)
 	case "ingest":
 		c.ingestFlags(fs)
+		fs.BoolVar(&c.dlq.Ingest.ArchiveQueue, "archive-queue", false, "ingest: take claim.dead.archive into the store's archive as purged rows, once, and exit when it is empty")
 	}
 	return fs
 }
@@ -102,8 +117,10 @@ func (c *config) jsonFlag(fs *flag.FlagSet) {
 }
 
 func (c *config) filterFlags(fs *flag.FlagSet) {
-	fs.Var(dlq.StatusFlag{V: &c.dlq.Status}, "status", "select by the last HTTP `status` on record: 100-599, none (no answer), 0 (any)")
+	fs.Var(statusFlag{v: &c.dlq.Status}, "status", "select by the last HTTP `status` on record: 100-599, none (no answer), 0 (any)")
 	fs.StringVar(&c.reason, "reason", "", "select by the `reason` on record: "+strings.Join(reasonWords(), ", ")+" (transient = failed-twice)")
+	fs.StringVar(&c.dlq.GUID, "guid", "", "select by the body's `guid`")
+	fs.StringVar(&c.dlq.Text, "text", "", "select the dead letters whose body holds `text` as whole words, letter case aside")
 }
 
 func (c *config) archiveFlag(fs *flag.FlagSet) {
@@ -115,13 +132,14 @@ func (c *config) noArchiveFlag(fs *flag.FlagSet) {
 }
 
 func (c *config) queueFlag(fs *flag.FlagSet) {
-	fs.BoolVar(&c.queue, "queue", false, "walk claim.dead even where dead letters were ingested into the store")
+	fs.BoolVar(&c.queue, "queue", false, "act on claim.dead (and claim.dead.archive) even where dead letters were ingested into the store")
 }
 
 func (c *config) ingestFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.dlq.Ingest.Batch, "batch", dlq.DefaultIngestBatch, "ingest: write and ack `n` dead letters at a time: 1-10000")
 	fs.Int64Var(&c.dlq.Ingest.MaxRows, "max-rows", dlq.DefaultIngestMaxRows, "ingest: stop taking more at `n` dead letters in the store: 1 or more")
 	fs.StringVar(&c.metrics, "metrics-addr", "", "ingest: serve Prometheus /metrics on `host:port`")
+	fs.DurationVar(&c.dlq.Ingest.Retention, "archive-retention", dlq.DefaultArchiveRetention, "ingest: keep purged and replayed rows for `d`, then prune them: 1h or more")
 }
 
 func (c *config) allFlag(fs *flag.FlagSet) {
@@ -182,7 +200,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		// file that cannot be used, is a usage error.
 		tokens, err := dlqweb.Tokens(getenv(dlqweb.EnvToken), getenv(dlqweb.EnvTokens))
 		if err == nil {
-			c.dlq.Page.Tokens = tokens
+			c.tokens = tokens
 			err = dlqweb.Check(dlqweb.Config{Addr: c.dlq.Page.Addr, Tokens: tokens})
 		}
 		if err != nil {
@@ -254,6 +272,12 @@ func (c *config) check() error {
 	if d.Ingest.MaxRows < 1 {
 		return cli.Usagef("-max-rows %d: want 1 or more", d.Ingest.MaxRows)
 	}
+	if d.Ingest.Retention < time.Hour {
+		return cli.Usagef("-archive-retention %v: want 1h or more", d.Ingest.Retention)
+	}
+	if d.Rate < 0 {
+		return cli.Usagef("-rate %v: want 0 (no pacing) or more", d.Rate)
+	}
 	if d.MaxHeld < 0 {
 		return cli.Usagef("-max-held %d: want 0 (no bound) or more", d.MaxHeld)
 	}
@@ -296,8 +320,8 @@ func (c *config) check() error {
 			return cli.Usagef("history takes one ID, or none for every entry")
 		}
 	case "replay", "purge":
-		if len(d.IDs) == 0 && !c.all && d.Status == 0 && !d.ByReason && !d.CrashLoop {
-			return cli.Usagef("%s needs IDs, -all, or a filter (-status, -reason)", c.cmd)
+		if len(d.IDs) == 0 && !c.all && d.Status == 0 && !d.ByReason && !d.CrashLoop && d.GUID == "" && d.Text == "" {
+			return cli.Usagef("%s needs IDs, -all, or a filter (-status, -reason, -guid, -text)", c.cmd)
 		}
 		if len(d.IDs) > 0 && c.all {
 			return cli.Usagef("give IDs or -all, not both")
@@ -308,3 +332,31 @@ func (c *config) check() error {
 
 // reasonWords are -reason's words: the store's, and crash-loop.
 func reasonWords() []string { return append(claim.ReasonWords(), dlq.CrashLoopWord) }
+
+// statusFlag is -status as a flag.Value: an HTTP status, none
+// (dlq.StatusNone), or 0 (any); the range is check's. The program's, not
+// the engine's: the engine knows nothing of flags.
+type statusFlag struct{ v *int }
+
+func (s statusFlag) String() string {
+	switch {
+	case s.v == nil:
+		return "0"
+	case *s.v == dlq.StatusNone:
+		return "none"
+	}
+	return strconv.Itoa(*s.v)
+}
+
+func (s statusFlag) Set(v string) error {
+	if v == "none" {
+		*s.v = dlq.StatusNone
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return errors.New("parse error")
+	}
+	*s.v = n
+	return nil
+}

@@ -17,8 +17,8 @@ import (
 
 // defaults is the config of a command given no flag.
 func defaults(cmd string, ids ...string) config {
-	return config{cmd: cmd, dlq: dlq.Config{IDs: ids, MaxReplays: dlq.DefaultMaxReplays, MaxHeld: dlq.DefaultMaxHeld,
-		Ingest: dlq.IngestConfig{Batch: dlq.DefaultIngestBatch, MaxRows: dlq.DefaultIngestMaxRows},
+	return config{cmd: cmd, dlq: dlq.Config{IDs: ids, MaxReplays: dlq.DefaultMaxReplays, MaxHeld: dlq.DefaultMaxHeld, Rate: defaultRate,
+		Ingest: dlq.IngestConfig{Batch: dlq.DefaultIngestBatch, MaxRows: dlq.DefaultIngestMaxRows, Retention: dlq.DefaultArchiveRetention},
 		Page:   dlq.Page{Addr: defaultAddr, Refresh: 5 * time.Second}}}
 }
 
@@ -57,6 +57,11 @@ func TestParseConfig(t *testing.T) {
 		{[]string{"-limit", "3", "list"}, nil, with(defaults("list"), func(c *config) { c.dlq.Limit = 3 })},
 		{[]string{"list", "-max-held", "0"}, nil, with(defaults("list"), func(c *config) { c.dlq.MaxHeld = 0 })},
 		{[]string{"list", "-queue"}, nil, with(defaults("list"), func(c *config) { c.queue = true })},
+		{[]string{"replay", "-text", "BUSY 503", "-guid", "g-1"}, nil, with(defaults("replay"), func(c *config) { c.dlq.Text, c.dlq.GUID = "BUSY 503", "g-1" })},
+		{[]string{"ingest", "-archive-queue", "-archive-retention", "720h"}, nil, with(defaults("ingest"), func(c *config) {
+			c.dlq.Ingest.ArchiveQueue, c.dlq.Ingest.Retention = true, 720*time.Hour
+		})},
+		{[]string{"replay", "-all", "-rate", "20", "-queue"}, nil, with(defaults("replay"), func(c *config) { c.all, c.dlq.Rate, c.queue = true, 20, true })},
 		{[]string{"ingest", "-batch", "50", "-max-rows", "1000"}, nil, with(defaults("ingest"), func(c *config) {
 			c.dlq.Ingest.Batch, c.dlq.Ingest.MaxRows = 50, 1000
 		})},
@@ -87,7 +92,7 @@ func TestParseConfig(t *testing.T) {
 			c.dlq.Page.Refresh, c.dlq.MaxReplays = time.Hour, 1000
 		})},
 		{[]string{"serve", "-addr", "0.0.0.0:8088"}, map[string]string{dlqweb.EnvToken: token}, with(defaults("serve"), func(c *config) {
-			c.dlq.Page.Addr, c.dlq.Page.Tokens = "0.0.0.0:8088", []dlqweb.Token{{Name: dlqweb.SharedName, Value: token}}
+			c.dlq.Page.Addr, c.tokens = "0.0.0.0:8088", []dlqweb.Token{{Name: dlqweb.SharedName, Value: token}}
 		})},
 		{[]string{"serve", "-addr", "[::1]:9000"}, nil, with(defaults("serve"), func(c *config) { c.dlq.Page.Addr = "[::1]:9000" })},
 	} {
@@ -134,7 +139,11 @@ func TestParseConfigRefuses(t *testing.T) {
 		{[]string{"ingest", "-batch", "0"}, nil, "-batch 0: want 1-10000"},
 		{[]string{"ingest", "-max-rows", "0"}, nil, "-max-rows 0: want 1 or more"},
 		{[]string{"ingest", "X"}, nil, "ingest takes no IDs (it takes every dead letter of claim.dead)"},
-		{[]string{"-queue", "replay", "X"}, nil, "-queue does nothing for replay; leave it out"},
+		{[]string{"-queue", "history", "X"}, nil, "-queue does nothing for history; leave it out"},
+		{[]string{"-rate", "5", "purge", "X"}, nil, "-rate does nothing for purge; leave it out"},
+		{[]string{"replay", "-all", "-rate", "-1"}, nil, "-rate -1: want 0 (no pacing) or more"},
+		{[]string{"ingest", "-archive-retention", "1m"}, nil, "-archive-retention 1m0s: want 1h or more"},
+		{[]string{"serve", "-archive-queue"}, nil, "-archive-queue does nothing for serve; leave it out"},
 		{[]string{"-max-replays", "0", "replay", "-all"}, nil, "-max-replays 0: want 1-1000"},
 		{[]string{"-max-replays", "1001", "serve"}, nil, "-max-replays 1001: want 1-1000"},
 		{[]string{"serve", "-refresh", "10ms"}, nil, "-refresh 10ms: want 0 (never) or 1s to 1h"},
@@ -147,8 +156,8 @@ func TestParseConfigRefuses(t *testing.T) {
 		{[]string{"list", "X"}, nil, "list takes no IDs (use show ID)"},
 		{[]string{"show"}, nil, "show takes one ID"},
 		{[]string{"show", "X", "Y"}, nil, "show takes one ID"},
-		{[]string{"replay"}, nil, "replay needs IDs, -all, or a filter (-status, -reason)"},
-		{[]string{"purge", "-yes"}, nil, "purge needs IDs, -all, or a filter (-status, -reason)"},
+		{[]string{"replay"}, nil, "replay needs IDs, -all, or a filter (-status, -reason, -guid, -text)"},
+		{[]string{"purge", "-yes"}, nil, "purge needs IDs, -all, or a filter (-status, -reason, -guid, -text)"},
 		{[]string{"replay", "-all", "X"}, nil, "give IDs or -all, not both"},
 		{[]string{"serve", "X"}, nil, "serve takes no IDs (the page shows every dead letter)"},
 		// serve's address.
@@ -216,15 +225,15 @@ func TestParseConfigHelpAndMistakes(t *testing.T) {
 // derived from these sets.
 func TestEachCommandItsFlags(t *testing.T) {
 	want := map[string]string{
-		"list":    "archive json limit max-held no-store queue reason status",
+		"list":    "archive guid json limit max-held no-store queue reason status text",
 		"show":    "archive json limit max-held no-store queue",
-		"replay":  "all force limit max-held max-replays no-store reason status",
-		"purge":   "all limit max-held no-archive no-store reason status yes",
-		"restore": "limit max-held no-store",
-		"edit":    "body limit max-held no-store",
+		"replay":  "all force guid limit max-held max-replays no-store queue rate reason status text",
+		"purge":   "all guid limit max-held no-archive no-store queue reason status text yes",
+		"restore": "limit max-held no-store queue",
+		"edit":    "body limit max-held no-store queue",
 		"history": "json",
-		"ingest":  "batch max-rows metrics-addr",
-		"serve":   "addr batch ingest limit max-held max-replays max-rows metrics-addr no-archive no-store read-only refresh",
+		"ingest":  "archive-queue archive-retention batch max-rows metrics-addr",
+		"serve":   "addr archive-retention batch ingest limit max-held max-replays max-rows metrics-addr no-archive no-store read-only refresh",
 	}
 	var c config
 	for _, cmd := range commands {

@@ -3,15 +3,15 @@
 //
 // Usage:
 //
-//	dlq [-json] [-archive|-queue] [-status N|none] [-reason R] [-limit N] [-max-held N] list
+//	dlq [-json] [-archive|-queue] [-status N|none] [-reason R] [-guid G] [-text T] [-limit N] [-max-held N] list
 //	dlq [-json] [-archive|-queue] show ID
-//	dlq [-status N|none] [-reason R] [-force] [-max-replays N] replay (ID... | -all)
-//	dlq [-body FILE] edit ID
-//	dlq [-status N|none] [-reason R] [-no-archive] -yes purge (ID... | -all)
-//	dlq restore ID...
+//	dlq [-status N|none] [-reason R] [-force] [-max-replays N] [-rate N] [-queue] replay (ID... | -all)
+//	dlq [-body FILE] [-queue] edit ID
+//	dlq [-status N|none] [-reason R] [-no-archive] [-queue] -yes purge (ID... | -all)
+//	dlq [-queue] restore ID...
 //	dlq [-json] history [ID]
 //	dlq [-addr HOST:PORT] [-read-only] [-refresh D] [-max-replays N] [-no-archive] [-ingest] serve
-//	dlq [-batch N] [-max-rows N] [-metrics-addr HOST:PORT] ingest
+//	dlq [-batch N] [-max-rows N] [-archive-retention D] [-metrics-addr HOST:PORT] [-archive-queue] ingest
 //	dlq -h | -version
 //
 // Flags may stand anywhere: before the command, after it, among the IDs
@@ -258,12 +258,49 @@
 // database (by index: claimId, message_id, reason, status; -limit pages
 // by key), the same rows and fields as from the queue, and say in one
 // line on stderr what claim.dead still holds that was not ingested;
-// -queue walks claim.dead instead. replay, edit, purge, restore and the
-// page still act on claim.dead only, and warn that some were ingested.
+// -queue acts on claim.dead (and claim.dead.archive) instead. Every
+// command looks only at the rows there were when it started, and acts
+// by the row's state (dead, replaying, replayed, purged):
+//
+// replay claims each row first (dead to replaying: one UPDATE whose
+// condition on the state lets only one of two replays of a row, the
+// command line's and the page's or two pages', have it; the other says
+// "another replay took it first" and sends nothing), then publishes its
+// copy as above, and marks the row replayed (by whom, through what,
+// when; and in the audit trail) only after the broker's confirm. A
+// replayed row is not a dead letter any more: replaying it again sends
+// nothing. A copy the broker returned or nacked puts its row back to
+// dead. A replay that dies between the confirm and the mark leaves the
+// row replaying: list shows it, replay skips it and says since when and
+// by whom; replay -force takes it again once it has been replaying for a
+// minute (a live replay marks its rows within seconds), which may send
+// the claim a second time, and the consumer's dedup absorbs that (the
+// partner is called once). -rate paces a replay (500 a second unless
+// set, 0: no pacing), and a replay that runs longer than a second says
+// on stderr how many it replayed so far, once a second. edit replays
+// its row the same way.
+//
+// purge -yes marks the rows purged: they are the archive (list -archive,
+// show -archive read them, restore marks them dead again), and
+// claim.dead.archive is not used; -no-archive deletes the rows. A row
+// being replayed, or replayed or purged by another meanwhile, is not
+// purged (exit 1). dlq ingest deletes the rows purged or replayed longer
+// than -archive-retention ago (14 days unless set), at its start and
+// every hour. dlq ingest -archive-queue, run once, takes what
+// claim.dead.archive holds into the store as purged rows (by, via and
+// when from each one's x-eaimq-purged header) and exits 0 when the queue
+// is empty: how a deployment moves from the archive queue to rows
+// (docs/upgrade.md).
 //
 // Selection: IDs, or -all, or the filters -status N (the last HTTP status
-// on record; none: no status on record, no answer or no record at all)
-// and -reason R (the reason on record). Filters narrow IDs and -all too;
+// on record; none: no status on record, no answer or no record at all),
+// -reason R (the reason on record), -guid G (the body's guid) and -text
+// T (the body holds T, ASCII letter case aside, and each word of T is a
+// word of the body: a run of ASCII letters and digits and of non-ASCII
+// bytes; -text BUSY-7 finds {"claimId":"BUSY-7"}, -text USY-7 does not).
+// Over ingested rows an index serves each of them (claimId and
+// message_id, guid, reason, status; for -text an index of each body's
+// words: FTS4 in SQLite, a GIN array in PostgreSQL). Filters narrow IDs and -all too;
 // list and purge take them alone. The reasons are the store's words:
 // delivered, duplicate, retry, rejected, failed-twice (also spelled
 // transient), no-id, unexpected-status, unsendable, and unknown for a dead
@@ -284,20 +321,26 @@
 //	-json            list, show, history: JSON instead of text
 //	-status N        select by the last HTTP status on record: 100-599, none (no status), 0 (any)
 //	-reason R        select by the reason on record (words above)
+//	-guid G          select by the body's guid
+//	-text T          select the dead letters whose body holds T as whole words
 //	-limit N         look at the first N dead letters only: 0 (all, the default) or more
 //	-max-held N      a walk holds at most N dead letters unacked: 0 (no bound) or more (default 10000)
-//	-queue           list, show: walk claim.dead even where dead letters were ingested
+//	-queue           act on claim.dead (-archive: claim.dead.archive) even where dead letters were ingested
 //	-batch N         ingest, serve -ingest: store and ack N dead letters at a time: 1-10000 (default 200)
 //	-max-rows N      ingest, serve -ingest: stop taking more at N rows in the store (default 1000000)
 //	-ingest          serve: also run dlq ingest in this process
 //	-metrics-addr A  ingest, serve -ingest: serve Prometheus /metrics on A (host:port; default none)
+//	-archive-retention D
+//	                 ingest, serve -ingest: prune purged and replayed rows after D: 1h or more (default 336h)
+//	-archive-queue   ingest: take claim.dead.archive into the store as purged rows, once
 //	-all             replay, purge: every dead letter the filters select
-//	-force           replay: also claims recorded as delivered, and over -max-replays
+//	-force           replay: also claims recorded as delivered, over -max-replays, and rows left replaying
+//	-rate N          replay: at most N a second: 0 (no pacing) or more (default 500)
 //	-max-replays N   replay, serve: refuse a dead letter replayed N times already: 1-1000 (default 5)
 //	-body FILE       edit: the new body from FILE (- for stdin), not an editor
 //	-yes             purge: really purge
 //	-no-archive      purge, serve: delete for good instead of moving to claim.dead.archive
-//	-archive         list, show: the purged dead letters of claim.dead.archive
+//	-archive         list, show: the purged dead letters of claim.dead.archive (ingested: the purged rows)
 //	-no-store        read no store: there is none (replay, edit, purge and serve need this to run without one)
 //	-addr HOST:PORT  serve: where to listen (default 127.0.0.1:8088); not loopback needs a token
 //	-read-only       serve: no action (retry, purge, edit), not even by a hand-made POST

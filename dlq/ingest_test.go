@@ -42,7 +42,7 @@ func (w *world) drained() {
 // letters into the store and exits 0 on SIGTERM; list and show then read
 // them from the store, row for row what they showed from the queue (one
 // model, two sources), and say in one line what claim.dead still holds;
-// -queue walks the queue; replay warns that it acts on the queue only.
+// -queue walks the queue; replay, purge and restore act on the rows.
 func TestIngestThenListFromTheStore(t *testing.T) {
 	w := mixedRun(t)
 	fromQueue := w.rows()
@@ -91,8 +91,38 @@ func TestIngestThenListFromTheStore(t *testing.T) {
 		!strings.Contains(out, "2 dead letter(s) listed of 2 looked at, from the store's ingested dead letters") {
 		t.Errorf("list -reason rejected from the store: %d\n%s%s", code, out, errs)
 	}
-	if _, _, errs := w.dlq("replay", "nodocs-0"); !strings.Contains(errs, "dlq: warning: 4 dead letter(s) were ingested into the store") {
-		t.Errorf("replay does not warn that it acts on claim.dead only:\n%s", errs)
+	// The actions act on the rows: replay sends a copy once, purge
+	// keeps the row as the archive, restore brings it back; -queue acts
+	// on claim.dead, and says that the ingested ones are left.
+	if code, out, errs := w.dlq("replay", "nodocs-0"); code != 0 || !strings.Contains(out, "replayed nodocs-0") {
+		t.Errorf("replay nodocs-0 from the store: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := w.dlq("replay", "nodocs-0"); code != 1 || strings.Contains(out, "replayed nodocs-0") {
+		t.Errorf("replay nodocs-0 again: %d (want 1: not there any more)\n%s%s", code, out, errs)
+	}
+	if n := w.vh.Depth(t, topo.Queue); n != 1 {
+		t.Errorf("claim.in holds %d, want the one copy", n)
+	}
+	if code, out, errs := w.dlq("-yes", "purge", "C-N1"); code != 0 || !strings.Contains(out, "archived nodocs-1") ||
+		!strings.Contains(out, "purged 1 dead letter(s) into the store's archive of purged dead letters") {
+		t.Errorf("purge C-N1 from the store: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := w.dlq("list"); code != 0 || strings.Contains(out, "nodocs-1") || strings.Contains(out, "nodocs-0") ||
+		!strings.Contains(out, "2 dead letter(s) listed of 2 looked at") {
+		t.Errorf("list after the replay and the purge: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := w.dlq("-archive", "list"); code != 0 || !strings.Contains(out, "nodocs-1") ||
+		!strings.Contains(out, "1 dead letter(s) listed of 1 looked at, from the store's archive") {
+		t.Errorf("list -archive: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := w.dlq("restore", "nodocs-1"); code != 0 || !strings.Contains(out, "restored nodocs-1") {
+		t.Errorf("restore nodocs-1: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := w.dlq("list"); code != 0 || !strings.Contains(out, "nodocs-1") {
+		t.Errorf("list after the restore: %d\n%s%s", code, out, errs)
+	}
+	if _, _, errs := w.dlq("-queue", "replay", "nodocs-1"); !strings.Contains(errs, "dlq: -queue: replay acts on what claim.dead still holds; the dead letters ingested into the store are left") {
+		t.Errorf("replay -queue does not say it leaves the ingested ones:\n%s", errs)
 	}
 	if n := w.vh.Depth(t, topo.DeadQueue); n != 1 {
 		t.Errorf("claim.dead holds %d, want the 1 not ingested", n)
@@ -125,7 +155,7 @@ func TestServeIngest(t *testing.T) {
 	if !strings.Contains(out, "4 dead letter(s) listed of 4 looked at, from the store's ingested dead letters") {
 		t.Errorf("list after serve -ingest:\n%s%s", out, errs)
 	}
-	if !bytes.Contains([]byte(errb.String()), []byte("dlq: serve -ingest: the page shows what claim.dead still holds")) {
+	if !bytes.Contains([]byte(errb.String()), []byte("dlq: serve -ingest: the page shows the dead letters ingested into the store")) {
 		t.Errorf("serve -ingest's stderr:\n%s", errb.String())
 	}
 }

@@ -85,15 +85,28 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 			defer st.Close()
 		}
 	}
+	ingested, err := dlq.Ingested(ctx, st)
+	if err != nil {
+		return fail.Errorf(fail.IO, "look for ingested dead letters in the store %s: %v", st.Path(), err)
+	}
+	if st != nil && ((ingested > 0 && !c.queue && acts(c)) || (c.cmd == "serve" && (c.ingest || ingested > 0))) {
+		// Over ingested rows an action is a change of the rows' states:
+		// the store opened for writing (list and show keep reading it
+		// read-only). Not without ingestion: the lab's file is left as
+		// the consumer wrote it.
+		rw, err := store.Open(store.Path(getenv), store.Options{})
+		if err != nil {
+			return fail.Errorf(fail.IO, "%v\n  %s changes the ingested dead letters' rows in the store; nothing was done", err, c.cmd)
+		}
+		defer rw.Close()
+		st = rw
+	}
+	writable := st != nil && (c.ingest || ingested > 0)
 	if c.cmd == "serve" && c.ingest {
 		return serveIngesting(ctx, c, getenv, st, stdout, stderr)
 	}
 	if c.cmd == "serve" {
-		return dlq.Serve(ctx, getenv, st, c.dlq, stdout, stderr)
-	}
-	ingested, err := dlq.Ingested(ctx, st)
-	if err != nil {
-		return fail.Errorf(fail.IO, "count the ingested dead letters in the store %s: %v", st.Path(), err)
+		return dlq.Serve(ctx, getenv, st, writable, c.tokens, c.dlq, stdout, stderr)
 	}
 
 	conn, err := dlq.Dial(ctx, getenv)
@@ -102,17 +115,17 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	}
 	defer broker.Close(conn)
 	newBrowser := dlq.NewBrowser
+	archive := c.cmd == "restore" || c.dlq.Archive // the purged dead letters
 	switch {
-	case c.cmd == "restore" || c.dlq.Archive:
-		newBrowser = dlq.NewArchiveBrowser // the purged dead letters
-	case ingested > 0 && (c.cmd == "list" || c.cmd == "show") && !c.queue:
-		newBrowser = dlq.NewIngestedBrowser
+	case ingested > 0 && !c.queue && archive:
+		newBrowser = dlq.NewIngestedArchiveBrowser
 	case ingested > 0 && !c.queue:
-		// Replay, purge and edit from the store are not built yet: say
-		// that they act on claim.dead only, so that the ingested ones
-		// are not taken for gone.
-		fmt.Fprintf(stderr, "dlq: warning: %d dead letter(s) were ingested into the store (dlq list shows them); %s acts on what %s still holds only\n",
-			ingested, c.cmd, topo.DeadQueue)
+		newBrowser = dlq.NewIngestedBrowser
+	case archive:
+		newBrowser = dlq.NewArchiveBrowser
+	case ingested > 0:
+		fmt.Fprintf(stderr, "dlq: -queue: %s acts on what %s still holds; the dead letters ingested into the store are left as they are\n",
+			c.cmd, topo.DeadQueue)
 	}
 	b, err := newBrowser(conn, st)
 	if err != nil {
@@ -165,9 +178,9 @@ func ingest(ctx context.Context, c config, getenv func(string) string, stderr io
 // ends both (ingest acks its last batch first); ingest failing ends the
 // page too, so that its service manager restarts them together.
 func serveIngesting(ctx context.Context, c config, getenv func(string) string, st store.Store, stdout, stderr io.Writer) error {
-	// The page does not read the ingested dead letters yet: say so once,
+	// The page reads the ingested rows once there are some: say so once,
 	// so that a shrinking claim.dead is not taken for claims gone.
-	fmt.Fprintf(stderr, "dlq: serve -ingest: the page shows what %s still holds; dlq list and dlq show read the ingested dead letters\n", topo.DeadQueue)
+	fmt.Fprintf(stderr, "dlq: serve -ingest: the page shows the dead letters ingested into the store (what %s still holds until the first is)\n", topo.DeadQueue)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -176,7 +189,7 @@ func serveIngesting(ctx context.Context, c config, getenv func(string) string, s
 		cancel()
 		done <- err
 	}()
-	err := dlq.Serve(ctx, getenv, st, c.dlq, stdout, stderr)
+	err := dlq.Serve(ctx, getenv, st, st != nil, c.tokens, c.dlq, stdout, stderr)
 	cancel()
 	if ierr := <-done; ierr != nil {
 		return ierr

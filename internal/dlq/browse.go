@@ -60,6 +60,9 @@ type Browser struct {
 	// asks of them, so that an index serves it.
 	ingested store.DeadLetters
 	narrow   deadletter.Query
+	// states are the rows' states it reads: deadletter.Live, or the
+	// archive's purged ones (NewIngestedArchiveBrowser).
+	states []deadletter.State
 }
 
 // NewBrowser opens a channel on conn to walk claim.dead, reading what the
@@ -103,18 +106,35 @@ func NewIngestedBrowser(conn *amqp.Connection, st store.Store) (*Browser, error)
 	if err != nil {
 		return nil, err
 	}
-	b.queue, b.ingested = IngestedSource, dl
+	b.queue, b.ingested, b.states = IngestedSource, dl, deadletter.Live
 	return b, nil
 }
 
-// Ingested says how many dead letters dlq ingest wrote into st (0: none,
-// or a store without the table).
+// IngestedArchive names the purged ingested dead letters in messages.
+const IngestedArchive = "the store's archive of purged dead letters"
+
+// NewIngestedArchiveBrowser is NewIngestedBrowser for the purged rows:
+// the archive where dead letters are ingested (list -archive, show
+// -archive, restore).
+func NewIngestedArchiveBrowser(conn *amqp.Connection, st store.Store) (*Browser, error) {
+	b, err := NewIngestedBrowser(conn, st)
+	if err != nil {
+		return nil, err
+	}
+	b.queue, b.states = IngestedArchive, []deadletter.State{deadletter.StatePurged}
+	return b, nil
+}
+
+// Ingested says whether dlq ingest wrote dead letters into st: the last
+// row's seq, 0 when there is none (a store without the table, or every
+// row pruned). One lookup of the primary key's end, where a count reads
+// every row: every command and page asks it first.
 func Ingested(ctx context.Context, st store.Store) (int64, error) {
 	dl, ok := store.DeadLettersOf(st)
 	if !ok || st == nil {
 		return 0, nil
 	}
-	return dl.CountDeadLetters(ctx, deadletter.Query{})
+	return dl.LastDeadLetterSeq(ctx)
 }
 
 // Uningested writes the one line that says what claim.dead still holds
@@ -140,7 +160,7 @@ func (b *Browser) Uningested(w io.Writer) {
 // become the query's, so that an index finds them. The filter still
 // decides, as for the queue.
 func (b *Browser) narrowTo(c Config) {
-	q := deadletter.Query{IDs: c.IDs, Status: c.Status}
+	q := deadletter.Query{IDs: c.IDs, Status: c.Status, States: b.states, GUID: c.GUID, Text: c.Text}
 	if c.ByReason {
 		q.Reason = c.Reason.String()
 	}
@@ -151,7 +171,7 @@ func (b *Browser) narrowTo(c Config) {
 }
 
 // archive says whether b walks the archive.
-func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue }
+func (b *Browser) archive() bool { return b.queue == topo.ArchiveQueue || b.queue == IngestedArchive }
 
 // walk calls fn for each message claim.dead held when it started, at most
 // limit (0: all). fn returns false to stop.
@@ -251,7 +271,25 @@ const rowsPage = 500
 
 // walkRows is walk over the ingested rows: in pages of rowsPage, keyset
 // by seq (a page costs the same on the millionth row as on the first).
+//
+// It reads the rows there were when it started (seq through the last
+// one then), as the queue's walk reads what claim.dead held: a bulk
+// replay does not sweep in the claims that fail again after their replay
+// and are ingested meanwhile.
 func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool, error)) error {
+	if len(b.narrow.States) == 0 {
+		b.narrow.States = b.states
+	}
+	if b.narrow.Through == 0 {
+		last, err := b.ingested.LastDeadLetterSeq(ctx)
+		if err != nil {
+			return fail.Errorf(fail.IO, "read the ingested dead letters from the store %s: %w", b.store.Path(), err)
+		}
+		if last == 0 {
+			return nil // none
+		}
+		b.narrow.Through = last
+	}
 	q := b.narrow
 	b.limit = limit
 	for {
@@ -281,6 +319,7 @@ func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool,
 		}
 		q.After = rows[len(rows)-1].Seq
 	}
+	b.total = b.looked // all of them, unless -limit cut the walk short
 	if limit > 0 && b.looked >= limit {
 		// Only -limit needs the total: how many it left out.
 		n, err := b.ingested.CountDeadLetters(ctx, b.narrow)

@@ -42,10 +42,13 @@ type dead struct {
 	Replays    int64  // x-eaimq-replays
 	Deliveries int64  // x-delivery-count: a quorum claim.dead counts every look
 	Edit       *Edited
-	Purged     *Purged // x-eaimq-purged: an archived dead letter
-	Rec        claim.Record
-	Known      bool // the store has a record of it
-	NoStore    bool // no store was read
+	Purged     *Purged // x-eaimq-purged: an archived dead letter (or a purged row)
+	// Replaying: an ingested row a replay claimed and has not marked
+	// replayed (under way, or left so by a crash): when, by whom, how.
+	Replaying *Purged
+	Rec       claim.Record
+	Known     bool // the store has a record of it
+	NoStore   bool // no store was read
 
 	row *deadletter.Row // the ingested row it was read from (nil: claim.dead)
 }

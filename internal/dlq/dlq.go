@@ -18,7 +18,6 @@ import (
 	"eaimq/internal/audit"
 	"eaimq/internal/broker"
 	"eaimq/internal/claim"
-	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
 )
 
@@ -45,15 +44,24 @@ type Config struct {
 	Reason    claim.Reason
 	ByReason  bool
 	CrashLoop bool // -reason crash-loop: the broker's delivery limit dead-lettered it
+	// GUID (-guid) is the body's guid; Text (-text) is text its body
+	// holds, as whole words (deadletter.HasText). "": any.
+	GUID string
+	Text string
 
 	Limit      int  // look at the first Limit dead letters only (0: all)
 	MaxHeld    int  // a walk holds at most MaxHeld unacked (0: no bound)
 	JSON       bool // list, show: JSON instead of text
 	Force      bool // replay: also claims recorded as delivered, and over MaxReplays
 	MaxReplays int  // replay, serve: refuse a dead letter replayed this often already
-	Yes        bool // purge: really purge (without, only name them)
-	NoArchive  bool // purge: delete for good instead of moving to claim.dead.archive
-	Archive    bool // list, show: the archive's purged dead letters, not claim.dead's
+	// Rate paces a replay: at most Rate copies a second (0: no pacing).
+	Rate float64
+	// ReplayLease is how long an ingested row stays replaying before
+	// replay -force takes it again (0: DefaultReplayLease).
+	ReplayLease time.Duration
+	Yes         bool // purge: really purge (without, only name them)
+	NoArchive   bool // purge: delete for good instead of moving to claim.dead.archive
+	Archive     bool // list, show: the archive's purged dead letters, not claim.dead's
 
 	// The audit trail of replay, edit, purge and serve (nil: none, with
 	// -no-store), and who acts.
@@ -68,11 +76,11 @@ type Config struct {
 }
 
 // Page is dlq serve's web page: where it listens and what it allows.
+// Its tokens are the program's (Serve's argument), not the engine's.
 type Page struct {
-	Addr     string         // host:port; not loopback needs Tokens
-	Tokens   []dlqweb.Token // EAIMQ_DLQ_TOKEN and EAIMQ_DLQ_TOKENS
-	ReadOnly bool           // no action, not even by a hand-made POST
-	Refresh  time.Duration  // the groups page reloads this often (0: never)
+	Addr     string        // host:port; not loopback needs tokens
+	ReadOnly bool          // no action, not even by a hand-made POST
+	Refresh  time.Duration // the groups page reloads this often (0: never)
 }
 
 // Hooks are for tests.
@@ -81,6 +89,9 @@ type Hooks struct {
 	// and before their dead copies are acked; returning an error stops
 	// the replay there, as a crash would.
 	AfterConfirm func() error
+	// BeforeClaim, when set, runs before a replay claims a batch of
+	// ingested rows (they have been read as dead by then).
+	BeforeClaim func()
 }
 
 // Dial connects to the broker of EAI_AMQP_URL.

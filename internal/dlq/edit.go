@@ -95,7 +95,11 @@ func Edit(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) e
 
 // replayEdit replays the edited body of dead letter key on a new walk.
 func replayEdit(ctx context.Context, old *Browser, c Config, rec *record, e *edit, key string, stdout, stderr io.Writer) error {
-	b, err := NewBrowser(old.conn, old.store)
+	newBrowser := NewBrowser
+	if old.ingested != nil {
+		newBrowser = NewIngestedBrowser // the row it was read from
+	}
+	b, err := newBrowser(old.conn, old.store)
 	if err != nil {
 		return rec.end(ctx, err)
 	}
@@ -103,7 +107,7 @@ func replayEdit(ctx context.Context, old *Browser, c Config, rec *record, e *edi
 	defer b.Close()
 	defer b.BoundNote(stderr)
 	rec.e.Edit = e.audit()
-	t, err := replayDead(ctx, b, selection{limit: c.Limit, selects: named(key)}, rules{maxReplays: c.MaxReplays, edit: e, hooks: c.Hooks},
+	t, err := replayDead(ctx, b, selection{limit: c.Limit, selects: named(key)}, rules{maxReplays: c.MaxReplays, edit: e, hooks: c.Hooks, actor: c.Actor},
 		func(n note) {
 			rec.note(n)
 			if n.failed() {

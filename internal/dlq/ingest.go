@@ -48,6 +48,16 @@ type IngestConfig struct {
 	// Retry is how often a store that failed, or a full table, is
 	// looked at again.
 	Retry time.Duration
+	// Retention is how long a purged or replayed row is kept (the
+	// archive's retention, 0: DefaultArchiveRetention); the ingester
+	// prunes older ones at its start and every PruneEvery (0: an hour).
+	Retention  time.Duration
+	PruneEvery time.Duration
+	// ArchiveQueue: take claim.dead.archive instead of claim.dead, each
+	// message as a purged row, and return once the queue is empty (dlq
+	// ingest -archive-queue, run once to move a deployment from the
+	// archive queue to rows).
+	ArchiveQueue bool
 	// Metrics, when set, are reported to (dlq ingest -metrics-addr).
 	Metrics *IngestMetrics
 	Hooks   IngestHooks
@@ -79,7 +89,34 @@ func (c IngestConfig) withDefaults() IngestConfig {
 	if c.Retry <= 0 {
 		c.Retry = defaultIngestRetry
 	}
+	if c.Retention <= 0 {
+		c.Retention = DefaultArchiveRetention
+	}
+	if c.PruneEvery <= 0 {
+		c.PruneEvery = time.Hour
+	}
 	return c
+}
+
+// DefaultArchiveRetention is how long the store keeps a purged or
+// replayed dead letter, as claim.dead.archive keeps a purged one.
+const DefaultArchiveRetention = topo.DefaultArchiveRetention
+
+// prunable are the states the retention prunes: the archive (purged),
+// and what was replayed (the audit trail keeps who replayed it).
+var prunable = []deadletter.State{deadletter.StatePurged, deadletter.StateReplayed}
+
+// prune deletes the rows purged or replayed longer than the retention
+// ago. A failure is said and left for the next time: the rows wait.
+func (in *ingester) prune(ctx context.Context) {
+	n, err := in.dl.PruneDeadLetters(ctx, prunable, time.Now().Add(-in.c.Retention))
+	switch {
+	case err != nil:
+		fmt.Fprintf(in.log, "dlq ingest: prune the rows purged or replayed over %s ago: %v (tried again in %s)\n", in.c.Retention, err, in.c.PruneEvery)
+	case n > 0:
+		in.rows -= n
+		fmt.Fprintf(in.log, "dlq ingest: pruned %d row(s) purged or replayed over %s ago (-archive-retention)\n", n, in.c.Retention)
+	}
 }
 
 // errPaused ends a session whose consumer stopped: the store failed, or
@@ -89,6 +126,7 @@ var errPaused = errors.New("ingestion paused")
 // ingester is one run of dlq ingest.
 type ingester struct {
 	c        IngestConfig
+	queue    string // claim.dead, or claim.dead.archive (ArchiveQueue)
 	st       store.Store
 	dl       store.DeadLetters
 	log      io.Writer
@@ -109,7 +147,10 @@ func Ingest(ctx context.Context, getenv func(string) string, st store.Store, c I
 	if !ok {
 		return fail.Errorf(fail.IO, "the store %s has no table of dead letters", st.Path())
 	}
-	in := &ingester{c: c.withDefaults(), st: st, dl: dl, log: log}
+	in := &ingester{c: c.withDefaults(), st: st, dl: dl, log: log, queue: topo.DeadQueue}
+	if c.ArchiveQueue {
+		in.queue = topo.ArchiveQueue
+	}
 	n, err := dl.CountDeadLetters(ctx, deadletter.Query{})
 	if err != nil {
 		return fail.Errorf(fail.IO, "count the dead letters in the store %s: %w", st.Path(), err)
@@ -122,20 +163,21 @@ func Ingest(ctx context.Context, getenv func(string) string, st store.Store, c I
 	}
 	defer broker.Close(conn)
 	fmt.Fprintf(log, "dlq ingest: consuming %s into the store %s (%d dead letter(s) there; -max-rows %d)\n",
-		topo.DeadQueue, st.Path(), in.rows, in.c.MaxRows)
+		in.queue, st.Path(), in.rows, in.c.MaxRows)
+	in.prune(ctx)
 	for {
 		if in.rows >= in.c.MaxRows {
 			// Said here, at start as after a session: a table full
 			// before this run began is as silent as one filled now.
 			in.c.Metrics.stop(stoppedFull, true)
 			in.pause(fmt.Sprintf("%d dead letter(s) in the store, at -max-rows %d: stopped taking more; %s keeps the rest "+
-				"(raise -max-rows, or make room in the store)", in.rows, in.c.MaxRows, topo.DeadQueue))
+				"(raise -max-rows, or make room in the store)", in.rows, in.c.MaxRows, in.queue))
 			if err := in.wait(ctx, in.hasRoom); err != nil {
 				return nil // ctx ended while waiting: nothing held
 			}
 			in.c.Metrics.stop(stoppedFull, false)
 			fmt.Fprintf(log, "dlq ingest: %d dead letter(s) in the store, under -max-rows %d again; consuming %s\n",
-				in.rows, in.c.MaxRows, topo.DeadQueue)
+				in.rows, in.c.MaxRows, in.queue)
 		}
 		err := in.session(ctx, conn)
 		switch {
@@ -145,7 +187,7 @@ func Ingest(ctx context.Context, getenv func(string) string, st store.Store, c I
 				return nil
 			}
 			in.c.Metrics.stop(stoppedStore, false)
-			fmt.Fprintf(log, "dlq ingest: the store %s answers again; consuming %s\n", st.Path(), topo.DeadQueue)
+			fmt.Fprintf(log, "dlq ingest: the store %s answers again; consuming %s\n", st.Path(), in.queue)
 			in.storeErr = nil
 		case errors.Is(err, errPaused):
 			// At the size bound: the loop says so and waits for room.
@@ -194,21 +236,27 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) error {
 	// Closing the channel gives back every delivery not acked: what a
 	// pause or a failed batch must do, and harmless after the last ack.
 	defer ch.Close()
-	if err := topo.RequireQueue(ch, topo.DeadQueue); err != nil {
+	if err := topo.RequireQueue(ch, in.queue); err != nil {
 		return fail.Broker(err, topo.ErrMissing)
 	}
 	if err := ch.Qos(2*in.c.Batch, 0, false); err != nil {
 		return fail.New(fail.Unavailable, fmt.Errorf("basic.qos: %w", err))
 	}
-	ds, err := ch.Consume(topo.DeadQueue, "dlq-ingest", false /* autoAck: never */, false, false, false, nil)
+	ds, err := ch.Consume(in.queue, "dlq-ingest", false /* autoAck: never */, false, false, false, nil)
 	if err != nil {
-		return fail.New(fail.Unavailable, fmt.Errorf("consume %s: %w", topo.DeadQueue, err))
+		return fail.New(fail.Unavailable, fmt.Errorf("consume %s: %w", in.queue, err))
 	}
 	var batch []amqp.Delivery
 	timer := time.NewTimer(in.c.Wait)
 	defer timer.Stop()
+	prune := time.NewTicker(in.c.PruneEvery)
+	defer prune.Stop()
 	for {
 		select {
+		case <-prune.C:
+			// Between batches: the batch in hand waits for its timer.
+			in.prune(ctx)
+			continue
 		case <-ctx.Done():
 			// Finish the batch in hand: its rows are committed and its
 			// messages acked even though ctx ended; the rest prefetched
@@ -216,7 +264,7 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) error {
 			return in.flush(context.WithoutCancel(ctx), batch)
 		case d, ok := <-ds:
 			if !ok {
-				return fail.New(fail.Unavailable, fmt.Errorf("consume %s: the broker closed the channel", topo.DeadQueue))
+				return fail.New(fail.Unavailable, fmt.Errorf("consume %s: the broker closed the channel", in.queue))
 			}
 			if len(batch) == 0 {
 				timer.Reset(in.c.Wait)
@@ -230,6 +278,12 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) error {
 			}
 		case <-timer.C:
 			if len(batch) == 0 {
+				if in.c.ArchiveQueue && in.emptied(ch) {
+					return nil // run once: the archive queue is all in rows
+				}
+				if in.c.ArchiveQueue {
+					timer.Reset(in.c.Wait)
+				}
 				continue
 			}
 		}
@@ -237,6 +291,9 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) error {
 			return err
 		}
 		batch = batch[:0]
+		if in.c.ArchiveQueue {
+			timer.Reset(in.c.Wait) // to look again whether the queue is empty
+		}
 		if in.rows >= in.c.MaxRows {
 			return errPaused // the channel closes: what it prefetched goes back
 		}
@@ -257,7 +314,7 @@ func (in *ingester) flush(ctx context.Context, batch []amqp.Delivery) error {
 		// it back, and nothing more is taken until the store answers.
 		in.storeErr = err
 		in.pause(fmt.Sprintf("the store %s failed (%v): stopped consuming, %d dead letter(s) given back to %s, nothing held; "+
-			"retrying every %s", in.st.Path(), err, len(batch), topo.DeadQueue, in.c.Retry))
+			"retrying every %s", in.st.Path(), err, len(batch), in.queue, in.c.Retry))
 		return errPaused
 	}
 	if h := in.c.Hooks.AfterCommit; h != nil {
@@ -336,8 +393,33 @@ func (in *ingester) rowsOf(ctx context.Context, batch []amqp.Delivery) ([]deadle
 	for i, m := range ms {
 		m.Rec, m.Known = recs[m.Key]
 		rows[i] = rowOf(m, now)
+		if in.c.ArchiveQueue {
+			rows[i] = purgedRow(rows[i], m, now)
+		}
 	}
 	return rows, nil
+}
+
+// purgedRow is a message of claim.dead.archive as a row of the store's
+// archive: purged, by whom, through what and when its purge header says
+// (when it has none, now: its retention starts over).
+func purgedRow(r deadletter.Row, m *dead, now time.Time) deadletter.Row {
+	r.State, r.StateAt, r.StateVia = deadletter.StatePurged, now, "dlq ingest -archive-queue"
+	if p := m.Purged; p != nil {
+		r.StateBy, r.StateVia = p.By, p.Via
+		if !p.At.IsZero() {
+			r.StateAt = p.At
+		}
+	}
+	return r
+}
+
+// emptied says whether the queue has nothing left, ready or unacked by
+// this channel: the batch in hand is empty, so everything delivered to
+// it is acked.
+func (in *ingester) emptied(ch *amqp.Channel) bool {
+	q, err := ch.QueueDeclarePassive(in.queue, true, false, false, false, nil)
+	return err == nil && q.Messages == 0
 }
 
 // rowOf is dead letter m as a row. A message that cannot be read whole
@@ -434,5 +516,13 @@ func deadOfRow(r deadletter.Row) *dead {
 		m.Known = true
 	}
 	m.row = &r
+	switch r.State {
+	case deadletter.StatePurged:
+		// The archive's: purged by the row's state, as the archive
+		// queue's message says it by its header.
+		m.Purged = &Purged{At: r.StateAt, By: r.StateBy, Via: r.StateVia}
+	case deadletter.StateReplaying:
+		m.Replaying = &Purged{At: r.StateAt, By: r.StateBy, Via: r.StateVia}
+	}
 	return m
 }

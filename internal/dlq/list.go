@@ -203,6 +203,10 @@ func writeTableRow(w io.Writer, m *dead) {
 		// In the archive: when it was purged and by whom comes first.
 		why = "purged " + p.At.UTC().Format(time.DateTime) + " by " + orDash(p.By) + "; " + why
 	}
+	if p := m.Replaying; p != nil {
+		// Its copy may be out: a person must see it before replaying.
+		why = "replaying since " + p.At.UTC().Format(time.DateTime) + " by " + orDash(p.By) + "; " + why
+	}
 	fmt.Fprintf(w, tableFormat, cell(m.Key, 38), cell(orDash(m.ClaimID), 14), when, cell(orDash(m.FromQueue), 9),
 		cell(brk, 17), calls, status, cell(answer, 32), cell(why, 140))
 }

@@ -9,6 +9,7 @@ import (
 
 	"eaimq/internal/confirm"
 	"eaimq/internal/fail"
+	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
 
@@ -42,6 +43,9 @@ var claimDest = dest{topo.Exchange, topo.RoutingKey, topo.Exchange, "; run topol
 // a crash before the ack leaves it in both places, which the consumer's
 // dedup record absorbs (a replay) or a second purge or restore finds and
 // moves again.
+//
+// Over ingested rows (rows set) the original is a row, and the mover
+// settles it by its state instead of an ack: see flushRows.
 type mover struct {
 	p       *confirm.Publisher
 	to      dest
@@ -52,6 +56,48 @@ type mover struct {
 	batch   []*dead
 	n       int // moved
 	refuses int
+
+	// rows is the source's table when the dead letters are ingested rows
+	// (nil: claim.dead's deliveries). actor changes their states; taken
+	// is told of a row another replay took first; stale, when not zero,
+	// lets a claim take a row left replaying since before it (-force).
+	rows  store.DeadLetters
+	actor Actor
+	taken func(m *dead)
+	stale time.Time
+	// window is how many copies one flush publishes (moveWindow, less
+	// when paced); pace spaces the takes out (-rate).
+	window int
+	pace   pacer
+	// flushed, when set, is told after each flush how many were moved so
+	// far (replay's progress).
+	flushed func(n int)
+}
+
+// pacer spaces events out to at most rate a second (0: no pacing).
+type pacer struct {
+	rate float64
+	next time.Time
+}
+
+// wait waits for the next event's turn, or until ctx ends.
+func (p *pacer) wait(ctx context.Context) error {
+	if p.rate <= 0 {
+		return nil
+	}
+	now := time.Now()
+	if p.next.After(now) {
+		t := time.NewTimer(p.next.Sub(now))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		now = p.next
+	}
+	p.next = now.Add(time.Duration(float64(time.Second) / p.rate))
+	return nil
 }
 
 // newMover opens the confirming channel of a move on b's connection; the
@@ -66,13 +112,28 @@ func newMover(b *Browser, to dest, copyOf func(*dead) amqp.Publishing) (*mover, 
 		ch.Close()
 		return nil, nil, fail.New(fail.Unavailable, err)
 	}
-	mv := &mover{p: p, to: to, copyOf: copyOf, moved: func(string) {}, refused: func(string, string) {}}
+	mv := &mover{p: p, to: to, copyOf: copyOf, moved: func(string) {}, refused: func(string, string) {}, rows: b.ingested,
+		taken: func(*dead) {}, window: moveWindow}
 	return mv, func() { ch.Close() }, nil
 }
 
+// paced spaces the mover's takes out to at most rate a second (0: no
+// pacing), a flush at least once a second: a bulk replay of 200,000
+// should neither flood the consumer and the partner behind it nor hold a
+// batch of claimed rows for long.
+func (mv *mover) paced(rate float64) {
+	mv.pace.rate = rate
+	if rate > 0 {
+		mv.window = max(1, min(moveWindow, int(rate)))
+	}
+}
+
 func (mv *mover) take(ctx context.Context, m *dead) error {
+	if err := mv.pace.wait(ctx); err != nil {
+		return fail.Errorf(fail.Interrupted, "interrupted after %d moved: %w", mv.n, err)
+	}
 	mv.batch = append(mv.batch, m)
-	if len(mv.batch) == moveWindow {
+	if len(mv.batch) >= mv.window {
 		return mv.flush(ctx)
 	}
 	return nil
@@ -84,6 +145,9 @@ func (mv *mover) take(ctx context.Context, m *dead) error {
 func (mv *mover) flush(ctx context.Context) error {
 	if len(mv.batch) == 0 {
 		return nil
+	}
+	if mv.rows != nil {
+		return mv.flushRows(ctx)
 	}
 	byTag := make(map[uint64]*dead, len(mv.batch))
 	for _, m := range mv.batch {
@@ -126,6 +190,9 @@ func (mv *mover) flush(ctx context.Context) error {
 		mv.moved(m.Key)
 	}
 	mv.batch = mv.batch[:0]
+	if mv.flushed != nil {
+		mv.flushed(mv.n)
+	}
 	return nil
 }
 

@@ -12,6 +12,8 @@ const (
 	noteCapped                    // refused: over -max-replays
 	noteRefused                   // refused by the broker (nack or return)
 	noteChanged                   // refused: an edit of a body that is not the dead letter's any more
+	noteTaken                     // skipped: another replay took its row first (ingested)
+	noteReplaying                 // skipped: its row was left replaying (ingested)
 )
 
 // note is one line of replay's report. The CLI prints it, dlq serve shows
@@ -42,6 +44,10 @@ func (n note) text() string {
 			"meanwhile); it stays as it is. Run dlq show " + shellWord(n.key) + " and edit again"
 	case noteRefused:
 		return k + ": not replayed: " + n.detail + ". It stays in claim.dead"
+	case noteTaken:
+		return "skipped " + k + ": another replay took it first (it is replayed, or being replayed); nothing sent"
+	case noteReplaying:
+		return "skipped " + k + ": " + n.detail
 	}
 	return k
 }
@@ -55,6 +61,7 @@ func (n note) failed() bool {
 // tally counts what replay did.
 type tally struct {
 	replayed, delivered, again, capped, refused int
+	taken                                       int // ingested rows another replay took, or left replaying
 }
 
 func (t *tally) add(n note) {
@@ -69,10 +76,17 @@ func (t *tally) add(n note) {
 		t.capped++
 	case noteRefused, noteChanged:
 		t.refused++
+	case noteTaken, noteReplaying:
+		t.taken++
 	}
 }
 
 func (t tally) String() string {
-	return fmt.Sprintf("%d replayed, %d skipped as delivered, %d skipped as replayed in this run, %d over -max-replays, %d refused by the broker",
+	s := fmt.Sprintf("%d replayed, %d skipped as delivered, %d skipped as replayed in this run, %d over -max-replays, %d refused by the broker",
 		t.replayed, t.delivered, t.again, t.capped, t.refused)
+	if t.taken > 0 {
+		// Only over ingested rows: the queue's output stays as it was.
+		s += fmt.Sprintf(", %d taken by another replay or left replaying", t.taken)
+	}
+	return s
 }

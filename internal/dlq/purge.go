@@ -8,20 +8,31 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/fail"
+	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
 )
+
+// archiveName is where b's purge keeps what it purges: claim.dead.archive,
+// or the store's archive where dead letters are ingested.
+func (b *Browser) archiveName() string {
+	if b.ingested != nil {
+		return IngestedArchive
+	}
+	return topo.ArchiveQueue
+}
 
 // Purge is the command: with c.Yes it moves the selected dead letters to
 // the archive (or, with c.NoArchive, deletes them) and names each, and
 // writes the audit entry; without, it names what it would do and returns
 // a usage error (purge needs -yes).
 func Purge(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error {
-	if !c.NoArchive {
+	if !c.NoArchive && b.ingested == nil {
 		// Before the audit entry and the walk: nothing is touched.
 		if err := requireArchive(b.conn); err != nil {
 			return err
 		}
 	}
+	b.narrowTo(c)
 	verb, would := "archived", "would archive"
 	if c.NoArchive {
 		verb, would = "deleted", "would delete"
@@ -33,7 +44,7 @@ func Purge(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error
 			return err
 		}
 		if !c.NoArchive {
-			rec.e.Archive = topo.ArchiveQueue
+			rec.e.Archive = b.archiveName()
 		}
 	}
 	f := newFilter(c)
@@ -65,7 +76,7 @@ func Purge(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error
 	if c.NoArchive {
 		fmt.Fprintf(w, "purged %d dead letter(s)\n", n)
 	} else {
-		fmt.Fprintf(w, "purged %d dead letter(s) into %s (dlq restore ID brings one back)\n", n, topo.ArchiveQueue)
+		fmt.Fprintf(w, "purged %d dead letter(s) into %s (dlq restore ID brings one back)\n", n, b.archiveName())
 	}
 	f.unnamedTo(rec, b)
 	if err := rec.end(ctx, nil); err != nil {
@@ -90,6 +101,20 @@ type purging struct {
 // purgeDead archives (or deletes) the selected dead letters. It is the one
 // purge of this program: dlq purge and dlq serve's purge go through it.
 func purgeDead(ctx context.Context, b *Browser, sel selection, p purging) (n, refused int, err error) {
+	if b.ingested != nil && p.yes {
+		// Ingested: purge is a state of the row (the archive), or with
+		// -no-archive its deletion. A row another operator replayed or
+		// purged first is refused, not purged twice.
+		c := deadletter.Change{From: []deadletter.State{deadletter.StateDead}, To: deadletter.StatePurged, By: p.actor.Who, Via: p.actor.Via}
+		if !p.archive {
+			c.To = ""
+		}
+		n, err = changeRows(ctx, b, sel, c, p.done, func(key string) {
+			refused++
+			p.refused(key, "it is being replayed, or another operator replayed or purged it first")
+		})
+		return n, refused, err
+	}
 	if p.yes && p.archive {
 		mv, closeMv, err := newMover(b, queueDest(topo.ArchiveQueue), func(m *dead) amqp.Publishing { return archived(m, p.actor) })
 		if err != nil {

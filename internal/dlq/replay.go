@@ -11,6 +11,7 @@ import (
 
 	"eaimq/internal/fail"
 	"eaimq/internal/partner"
+	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
 )
 
@@ -21,6 +22,14 @@ type rules struct {
 	maxReplays int
 	edit       *edit
 	hooks      Hooks
+	// Over ingested rows: who replays (the rows' state_by and state_via),
+	// how long a row left replaying waits for -force (0:
+	// DefaultReplayLease), the pace (-rate, 0: none), and progress, told
+	// after each batch how many are replayed so far (nil: not told).
+	actor    Actor
+	lease    time.Duration
+	rate     float64
+	progress func(n int)
 }
 
 // edit is a body a person fixed, already checked as publish checks a claim.
@@ -51,7 +60,10 @@ func Replay(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer)
 		return err
 	}
 	f := newFilter(c)
-	t, err := replayDead(ctx, b, f.selection(), rules{force: c.Force, maxReplays: c.MaxReplays, hooks: c.Hooks}, func(n note) {
+	b.narrowTo(c)
+	r := rules{force: c.Force, maxReplays: c.MaxReplays, hooks: c.Hooks, actor: c.Actor, lease: c.ReplayLease, rate: c.Rate,
+		progress: progress(stderr, "replayed", time.Second)}
+	t, err := replayDead(ctx, b, f.selection(), r, func(n note) {
 		rec.note(n)
 		if n.failed() {
 			fmt.Fprintf(stderr, "dlq: %s\n", n.text())
@@ -100,7 +112,12 @@ func replayDead(ctx context.Context, b *Browser, sel selection, r rules, tell fu
 	}
 	defer closeMv()
 	rp := &replayer{mv: mv, rules: r, tell: tell, sent: map[string]bool{}}
-	mv.hooks = r.hooks
+	mv.hooks, mv.actor, mv.flushed = r.hooks, r.actor, r.progress
+	mv.paced(r.rate)
+	mv.taken = func(m *dead) { rp.report(note{noteTaken, m.Key, ""}) }
+	if r.force {
+		mv.stale = time.Now().Add(-r.leaseOr())
+	}
 	mv.moved = func(key string) { rp.report(note{noteReplayed, key, ""}) }
 	mv.refused = func(key, why string) { rp.report(note{noteRefused, key, why}) }
 	err = moveSelected(ctx, b, sel, mv, rp.take)
@@ -128,6 +145,11 @@ func (rp *replayer) take(ctx context.Context, m *dead) error {
 		// twice, or dead-lettered again already): one try per run.
 		rp.report(note{noteAgain, m.Key, ""})
 		return nil
+	case m.row != nil && m.row.State == deadletter.StateReplaying && (!rp.force || time.Since(m.row.StateAt) < rp.leaseOr()):
+		// Being replayed now, or left so by a replay that died between
+		// its publish and its mark: its copy may be out already.
+		rp.report(note{noteReplaying, m.Key, replayingDetail(m.row, rp.leaseOr())})
+		return nil
 	case m.Known && m.Rec.Delivered() && !rp.force:
 		rp.report(note{noteDelivered, m.Key, ""})
 		return nil
@@ -141,6 +163,36 @@ func (rp *replayer) take(ctx context.Context, m *dead) error {
 	}
 	rp.sent[m.Key] = true
 	return rp.mv.take(ctx, m)
+}
+
+func (r rules) leaseOr() time.Duration {
+	if r.lease > 0 {
+		return r.lease
+	}
+	return DefaultReplayLease
+}
+
+// replayingDetail says why a row left replaying is skipped, and how to
+// send it again.
+func replayingDetail(r *deadletter.Row, lease time.Duration) string {
+	return fmt.Sprintf("replaying since %s by %s (%s): its copy may be out already. A replay that died between its publish and "+
+		"its mark leaves it so; dlq replay -force takes it after %s replaying, and may send it a second time (the consumer's dedup absorbs that)",
+		r.StateAt.UTC().Format(time.DateTime), orDash(r.StateBy), orDash(r.StateVia), lease)
+}
+
+// progress is a bulk action's progress on w: a line at most every
+// period, how many are done and at what rate.
+func progress(w io.Writer, verb string, period time.Duration) func(n int) {
+	start := time.Now()
+	last := start
+	return func(n int) {
+		now := time.Now()
+		if now.Sub(last) < period {
+			return
+		}
+		last = now
+		fmt.Fprintf(w, "dlq: %d %s so far (%.0f/s)\n", n, verb, float64(n)/now.Sub(start).Seconds())
+	}
 }
 
 // copyOf is the message to replay: the claim as it was first published

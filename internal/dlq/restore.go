@@ -8,6 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/fail"
+	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
 )
 
@@ -22,7 +23,8 @@ func Restore(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer
 		return err
 	}
 	f := newFilter(c)
-	n, refused, err := restoreArchived(ctx, b, f.selection(), c.Hooks, func(key string) {
+	b.narrowTo(c)
+	n, refused, err := restoreArchived(ctx, b, f.selection(), c.Actor, c.Hooks, func(key string) {
 		rec.acted(key)
 		fmt.Fprintf(stdout, "restored %s\n", field(key))
 	}, func(key, why string) {
@@ -33,7 +35,11 @@ func Restore(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "restored %d dead letter(s) before the error\n", n)
 		return rec.end(ctx, err)
 	}
-	fmt.Fprintf(stdout, "restored %d dead letter(s) to %s\n", n, topo.DeadQueue)
+	to := topo.DeadQueue
+	if b.ingested != nil {
+		to = IngestedSource
+	}
+	fmt.Fprintf(stdout, "restored %d dead letter(s) to %s\n", n, to)
 	missing := f.missing(stderr, b)
 	f.unnamedTo(rec, b)
 	if err := rec.end(ctx, nil); err != nil {
@@ -48,7 +54,16 @@ func Restore(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer
 // restoreArchived moves the selected messages of the archive (b) back to
 // claim.dead, as they were before their purge. It is the one restore of
 // this program: dlq restore and dlq serve's restore go through it.
-func restoreArchived(ctx context.Context, b *Browser, sel selection, hooks Hooks, done func(string), refused func(key, why string)) (n, refuses int, err error) {
+func restoreArchived(ctx context.Context, b *Browser, sel selection, actor Actor, hooks Hooks, done func(string), refused func(key, why string)) (n, refuses int, err error) {
+	if b.ingested != nil {
+		// Ingested: the purged row becomes dead again, as it was.
+		n, err = changeRows(ctx, b, sel, deadletter.Change{From: []deadletter.State{deadletter.StatePurged}, To: deadletter.StateDead,
+			By: actor.Who, Via: actor.Via}, done, func(key string) {
+			refuses++
+			refused(key, "another operator restored it first")
+		})
+		return n, refuses, err
+	}
 	mv, closeMv, err := newMover(b, queueDest(topo.DeadQueue), func(m *dead) amqp.Publishing { return restored(m) })
 	if err != nil {
 		return 0, 0, err

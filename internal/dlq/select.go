@@ -1,11 +1,10 @@
 package dlq
 
 import (
-	"errors"
+	"eaimq/internal/store/deadletter"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -13,33 +12,6 @@ import (
 // StatusNone is Config.Status for -status none: the dead letters with no
 // HTTP status on record (no answer at all, or no record).
 const StatusNone = -1
-
-// StatusFlag is -status as a flag.Value: an HTTP status, none
-// (StatusNone), or 0 (any); the range is the program's to check.
-type StatusFlag struct{ V *int }
-
-func (s StatusFlag) String() string {
-	switch {
-	case s.V == nil:
-		return "0"
-	case *s.V == StatusNone:
-		return "none"
-	}
-	return strconv.Itoa(*s.V)
-}
-
-func (s StatusFlag) Set(v string) error {
-	if v == "none" {
-		*s.V = StatusNone
-		return nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return errors.New("parse error")
-	}
-	*s.V = n
-	return nil
-}
 
 // maxCandidates is how many dead letters with one claimId an ambiguous ID
 // lists.
@@ -109,6 +81,10 @@ func (f *filter) passes(m *dead) bool {
 	case f.CrashLoop && !m.crashLoop():
 		return false
 	case f.ByReason && m.reason() != f.Reason:
+		return false
+	case f.GUID != "" && guidOf(m.d.Body) != f.GUID:
+		return false
+	case f.Text != "" && !deadletter.HasText(m.d.Body, f.Text):
 		return false
 	}
 	return true

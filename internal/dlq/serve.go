@@ -18,9 +18,14 @@ import (
 // Serve runs dlq serve until ctx ends: the web page of dlqweb on c.Page,
 // backed by the functions the other commands run. Its status lines go to
 // stdout, the page's errors to stderr.
-func Serve(ctx context.Context, getenv func(string) string, st store.Store, c Config, stdout, stderr io.Writer) error {
-	w := &web{getenv: getenv, st: st, trail: c.Audit, c: c, log: stderr}
-	cfg := dlqweb.Config{Addr: c.Page.Addr, Tokens: c.Page.Tokens, ReadOnly: c.Page.ReadOnly, NoArchive: c.NoArchive, Refresh: c.Page.Refresh,
+//
+// writable says st was opened for writing, as the page needs to act on
+// ingested rows (Serve's caller opens it so where dead letters are
+// ingested); tokens are the page's (EAIMQ_DLQ_TOKEN, EAIMQ_DLQ_TOKENS).
+func Serve(ctx context.Context, getenv func(string) string, st store.Store, writable bool, tokens []dlqweb.Token, c Config,
+	stdout, stderr io.Writer) error {
+	w := &web{getenv: getenv, st: st, trail: c.Audit, c: c, log: stderr, writable: writable}
+	cfg := dlqweb.Config{Addr: c.Page.Addr, Tokens: tokens, ReadOnly: c.Page.ReadOnly, NoArchive: c.NoArchive, Refresh: c.Page.Refresh,
 		Banner: bannerOf(broker.URL(getenv)), Backend: w, Clean: w.clean, Log: stderr}
 	h, err := dlqweb.New(cfg)
 	if err != nil {

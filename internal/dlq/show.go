@@ -133,7 +133,11 @@ func writeShown(w io.Writer, m *dead, stored bool, history []AttemptRow) {
 	}
 	if p := m.Purged; p != nil {
 		fmt.Fprintf(w, "purged:        %s by %s via %s (in %s; dlq restore %s brings it back)\n", p.At.UTC().Format(time.RFC3339),
-			field(orDash(p.By)), field(orDash(p.Via)), "claim.dead.archive", shellWord(m.Key))
+			field(orDash(p.By)), field(orDash(p.Via)), archiveOf(m), shellWord(m.Key))
+	}
+	if p := m.Replaying; p != nil {
+		fmt.Fprintf(w, "replaying:     since %s by %s via %s (its copy may be out; dlq replay -force takes it after %s)\n",
+			p.At.UTC().Format(time.RFC3339), field(orDash(p.By)), field(orDash(p.Via)), DefaultReplayLease)
 	}
 	if m.Known {
 		fmt.Fprintf(w, "record:        state %s, %d partner call(s), last status %d %s\n", field(string(m.Rec.State)), m.Rec.Attempts,
@@ -158,4 +162,12 @@ func writeShown(w io.Writer, m *dead, stored bool, history []AttemptRow) {
 	if len(body) < len(d.Body) {
 		fmt.Fprintf(w, "… %d more bytes (dlq -json show prints the whole body)\n", len(d.Body)-len(body))
 	}
+}
+
+// archiveOf is where m's purged copy is kept.
+func archiveOf(m *dead) string {
+	if m.row != nil {
+		return IngestedArchive
+	}
+	return "claim.dead.archive"
 }

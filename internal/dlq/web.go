@@ -22,6 +22,7 @@ import (
 	"eaimq/internal/fail"
 	"eaimq/internal/redact"
 	"eaimq/internal/store"
+	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
 )
 
@@ -41,6 +42,12 @@ type web struct {
 	mu    sync.Mutex // one walk at a time
 	cache cache
 	gen   atomic.Int64 // actions run: groups counted before one are stale
+
+	// writable says st was opened for writing: where dead letters are
+	// ingested, the page reads and acts on their rows, and an action is
+	// a change of the rows' states (Serve's caller opens it so when it
+	// ingests, or finds rows, at start).
+	writable bool
 }
 
 // session dials, opens a browser, runs fn and closes both: every dead
@@ -60,7 +67,7 @@ func (w *web) sessionOn(ctx context.Context, queue string, fn func(*Browser) err
 		return err
 	}
 	defer broker.Close(conn)
-	b, err := newBrowser(conn, w.st, queue)
+	b, err := w.browser(ctx, conn, queue)
 	if err != nil {
 		return err
 	}
@@ -70,9 +77,45 @@ func (w *web) sessionOn(ctx context.Context, queue string, fn func(*Browser) err
 	return fn(b)
 }
 
+// browser is the page's source: the ingested rows where there are some
+// (the archive's for claim.dead.archive), else the queue; the one model
+// either way, so every page and action is the command line's.
+func (w *web) browser(ctx context.Context, conn *amqp.Connection, queue string) (*Browser, error) {
+	n, err := Ingested(ctx, w.st)
+	if err != nil {
+		return nil, fail.Errorf(fail.IO, "look for ingested dead letters in the store: %v", err)
+	}
+	switch {
+	case n == 0:
+		return newBrowser(conn, w.st, queue)
+	case queue == topo.ArchiveQueue:
+		return NewIngestedArchiveBrowser(conn, w.st)
+	}
+	return NewIngestedBrowser(conn, w.st)
+}
+
+// rowsReadOnly refuses an action over ingested rows when the page's store
+// was opened read-only (rows were ingested only after it started).
+func (w *web) rowsReadOnly(b *Browser) error {
+	if b.ingested != nil && !w.writable {
+		return fail.Errorf(fail.Failed, "dead letters were ingested into the store since this page started: restart dlq serve "+
+			"so that it acts on their rows; nothing was done")
+	}
+	return nil
+}
+
 // depth is claim.dead's ready messages now, on a connection of its own:
-// it does not wait for a walk.
+// it does not wait for a walk. Where dead letters are ingested it is the
+// rows still to be dealt with (deadletter.Live): what the page shows.
 func (w *web) depth(ctx context.Context) (int, error) {
+	if n, err := Ingested(ctx, w.st); err == nil && n > 0 {
+		dl, _ := store.DeadLettersOf(w.st)
+		live, err := dl.CountDeadLetters(ctx, deadletter.Query{States: deadletter.Live})
+		if err != nil {
+			return 0, fail.Errorf(fail.IO, "count the ingested dead letters: %v", err)
+		}
+		return int(live), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	conn, err := Dial(ctx, w.getenv)
@@ -171,6 +214,9 @@ func (w *web) walkGroups(ctx context.Context) (dlqweb.Overview, error) {
 	var o dlqweb.Overview
 	start := time.Now()
 	err := w.session(ctx, func(b *Browser) error {
+		if b.ingested != nil {
+			return w.groupsOfRows(ctx, b, &o)
+		}
 		byID := map[string]*dlqweb.Group{}
 		var order []string
 		err := b.walk(ctx, w.c.Limit, func(m *dead) (bool, error) {
@@ -208,6 +254,43 @@ func (w *web) walkGroups(ctx context.Context) (dlqweb.Overview, error) {
 }
 
 func groupID(m *dead) string { id, _, _ := groupOf(m); return id }
+
+// groupsOfRows counts the groups of the ingested rows in one GROUP BY
+// (groupOf's reading, in SQL: deadletter.GroupsSQL), then reads each
+// group's first dead letters (at most dlqweb.MaxListed) for its sentence
+// and its claims: a million rows cost the database a count, and this
+// process a page a group, not a million rows read through the model.
+func (w *web) groupsOfRows(ctx context.Context, b *Browser, o *dlqweb.Overview) error {
+	last, err := b.ingested.LastDeadLetterSeq(ctx)
+	if err != nil {
+		return fail.Errorf(fail.IO, "read the ingested dead letters: %v", err)
+	}
+	q := deadletter.Query{States: b.states, Through: last}
+	groups, err := b.ingested.DeadLetterGroups(ctx, q)
+	if err != nil {
+		return fail.Errorf(fail.IO, "count the groups of the ingested dead letters: %v", err)
+	}
+	for _, g := range groups {
+		q.Group, q.GroupStatus, q.Limit = g.Word, g.Status, dlqweb.MaxListed
+		rows, err := b.ingested.DeadLetters(ctx, q)
+		if err != nil {
+			return fail.Errorf(fail.IO, "read the ingested dead letters of group %s: %v", g.Word, err)
+		}
+		if len(rows) == 0 {
+			continue // gone since the count
+		}
+		grp := newGroup(deadOfRow(rows[0]))
+		grp.Count, grp.First, grp.Last = int(g.Count), g.First.UTC(), g.Last.UTC()
+		for _, r := range rows {
+			grp.Claims = append(grp.Claims, ref(deadOfRow(r)))
+		}
+		o.Groups = append(o.Groups, *grp)
+		o.Total += grp.Count
+	}
+	o.Looked, o.Depth = o.Total, o.Total
+	slices.SortStableFunc(o.Groups, func(a, b dlqweb.Group) int { return b.Count - a.Count })
+	return nil
+}
 
 // quorumText is quorumWarning for the page.
 func quorumText(b *Browser) string {

@@ -9,6 +9,7 @@ import (
 	"eaimq/internal/claimid"
 	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
+	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
 )
 
@@ -44,7 +45,16 @@ func (w *web) describeTarget(t dlqweb.Target) string {
 // action ran: what it holds now, less what it held when the walk started
 // and the action took out. It closes the walk's channel first, so that the
 // dead letters the walk held unacked are back and counted.
+//
+// Over ingested rows it is the rows ingested since the action started.
 func arrived(b *Browser, removed int) (int, error) {
+	if b.ingested != nil {
+		n, err := b.ingested.CountDeadLetters(context.Background(), deadletter.Query{After: b.narrow.Through, States: deadletter.Live})
+		if err != nil {
+			return 0, fail.Errorf(fail.IO, "count the dead letters ingested meanwhile: %v", err)
+		}
+		return int(n), nil
+	}
 	b.Close()
 	ch, err := b.conn.Channel()
 	if err != nil {
@@ -77,12 +87,16 @@ func (w *web) replay(ctx context.Context, action, who string, t dlqweb.Target, e
 	}
 	defer w.gen.Add(1)
 	err = w.session(ctx, func(b *Browser) error {
-		r := rules{maxReplays: w.c.MaxReplays, edit: e, hooks: w.c.Hooks}
+		if err := w.rowsReadOnly(b); err != nil {
+			return err
+		}
+		r := rules{maxReplays: w.c.MaxReplays, edit: e, hooks: w.c.Hooks, actor: w.actor(who), rate: w.c.Rate}
 		n, err := replayDead(ctx, b, selection{limit: w.c.Limit, selects: selector(t)}, r, func(n note) {
 			rec.note(n)
 			rep.Lines = append(rep.Lines, n.text())
 		})
-		rep.Replayed, rep.Delivered, rep.Again, rep.Refused = n.replayed, n.delivered, n.again, n.capped+n.refused
+		rep.Replayed, rep.Delivered, rep.Again, rep.Refused = n.replayed, n.delivered, n.again, n.capped+n.refused+n.taken
+		rep.Store = b.ingested != nil
 		rep.NotFound = len(rep.Lines) == 0
 		if err != nil {
 			return err
@@ -108,7 +122,13 @@ func (w *web) Purge(ctx context.Context, who string, t dlqweb.Target) (dlqweb.Re
 	}
 	defer w.gen.Add(1)
 	err = w.session(ctx, func(b *Browser) error {
+		if err := w.rowsReadOnly(b); err != nil {
+			return err
+		}
 		if !w.c.NoArchive {
+			rec.e.Archive = b.archiveName()
+		}
+		if !w.c.NoArchive && b.ingested == nil {
 			// As dlq purge: before anything is touched.
 			if err := requireArchive(b.conn); err != nil {
 				return err
@@ -125,6 +145,7 @@ func (w *web) Purge(ctx context.Context, who string, t dlqweb.Target) (dlqweb.Re
 				rep.Lines = append(rep.Lines, field(key)+": not purged: "+why)
 			}})
 		rep.Purged, rep.Refused, rep.NotFound = n, refused, n+refused == 0
+		rep.Store = b.ingested != nil
 		if err != nil {
 			return err
 		}
@@ -150,7 +171,10 @@ func (w *web) Restore(ctx context.Context, who string, t dlqweb.Target) (dlqweb.
 	}
 	defer w.gen.Add(1)
 	err = w.sessionOn(ctx, topo.ArchiveQueue, func(b *Browser) error {
-		n, refused, err := restoreArchived(ctx, b, selection{limit: w.c.Limit, selects: named(t.ID)}, w.c.Hooks, func(key string) {
+		if err := w.rowsReadOnly(b); err != nil {
+			return err
+		}
+		n, refused, err := restoreArchived(ctx, b, selection{limit: w.c.Limit, selects: named(t.ID)}, w.actor(who), w.c.Hooks, func(key string) {
 			rec.acted(key)
 			rep.Lines = append(rep.Lines, "restored "+field(key))
 		}, func(key, why string) {
@@ -158,6 +182,7 @@ func (w *web) Restore(ctx context.Context, who string, t dlqweb.Target) (dlqweb.
 			rep.Lines = append(rep.Lines, field(key)+": not restored: "+why)
 		})
 		rep.Restored, rep.Refused, rep.NotFound = n, refused, n+refused == 0
+		rep.Store = b.ingested != nil
 		return err
 	})
 	if rep.NotFound && err == nil {

@@ -164,7 +164,7 @@ func (w *web) collectOn(ctx context.Context, queue string, l *dlqweb.List, match
 			l.Count++
 			return true, nil
 		})
-		l.Looked, l.Total = b.looked, b.total
+		l.Looked, l.Total, l.Store = b.looked, b.total, b.ingested != nil
 		return err
 	})
 }

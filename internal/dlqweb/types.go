@@ -68,12 +68,15 @@ type Overview struct {
 type List struct {
 	Query   string // the search ("" for a group)
 	Archive bool   // the archive's purged dead letters, not a group or a search
-	Group   Group  // the group (its ID "" for a search)
-	Refs    []Ref
-	Page    int // from 1
-	Count   int // every match among those looked at
-	Looked  int
-	Total   int
+	// Store: the dead letters are rows ingested into the store (their
+	// archive a state of the row), not claim.dead's messages.
+	Store  bool
+	Group  Group // the group (its ID "" for a search)
+	Refs   []Ref
+	Page   int // from 1
+	Count  int // every match among those looked at
+	Looked int
+	Total  int
 }
 
 // Pages is how many pages the matches take.
@@ -141,6 +144,7 @@ type Report struct {
 	Refused   int // over -max-replays or refused by the broker
 	Purged    int
 	Archive   bool // the purge moved them to claim.dead.archive
+	Store     bool // it acted on rows ingested into the store (the archive a state of the row)
 	Restored  int
 	Arrived   int      // dead letters that arrived in claim.dead while it ran
 	Lines     []string // what happened to each, in the CLI's words

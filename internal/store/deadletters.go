@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"eaimq/internal/store/deadletter"
 )
@@ -19,6 +20,20 @@ type DeadLetters interface {
 	// CountDeadLetters is how many rows q selects (its After, IDs and
 	// filters; not its Limit).
 	CountDeadLetters(ctx context.Context, q deadletter.Query) (int64, error)
+	// LastDeadLetterSeq is the largest seq in the table (0: none): a bulk
+	// action's selection ends there (Query.Through).
+	LastDeadLetterSeq(ctx context.Context) (int64, error)
+	// ChangeDeadLetters applies c in one durable transaction and returns
+	// the seqs it changed: a row not in c.From (another operator changed
+	// it first) is left as it is and not returned. When it returns nil
+	// the change is in the database.
+	ChangeDeadLetters(ctx context.Context, c deadletter.Change) ([]int64, error)
+	// DeadLetterGroups counts the page's groups of the rows q selects
+	// (its Limit aside), in one query.
+	DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]deadletter.Group, error)
+	// PruneDeadLetters deletes the rows in one of states since before
+	// before (the archive's retention) and returns how many.
+	PruneDeadLetters(ctx context.Context, states []deadletter.State, before time.Time) (int64, error)
 }
 
 // DeadLettersOf returns st's table of dead letters; false when st has

@@ -41,7 +41,33 @@ type Row struct {
 	// Properties and Headers hold what could be kept, Body is as it came.
 	Raw        string
 	IngestedAt time.Time
+	// What became of it (dlq replay, purge, restore): its state, and
+	// who changed it last, through what, and when (zero: never changed).
+	State    State
+	StateBy  string
+	StateVia string
+	StateAt  time.Time
 }
+
+// State is what became of an ingested dead letter. A row is written
+// StateDead; replay moves it to StateReplaying before it publishes (the
+// claim that makes two replays of one row send it once) and to
+// StateReplayed after the broker's confirm; purge moves it to StatePurged
+// (the archive) and restore back to StateDead.
+type State string
+
+const (
+	StateDead      State = "dead"
+	StateReplaying State = "replaying"
+	StateReplayed  State = "replayed"
+	StatePurged    State = "purged"
+)
+
+// Live are the states of a dead letter still to be dealt with, as
+// claim.dead holds them: what list and the page show by default. A row
+// left replaying by a crash is among them, so that it is not taken for
+// gone.
+var Live = []State{StateDead, StateReplaying}
 
 // Query selects rows, in Seq order: those after After, at most Limit (0:
 // all). IDs (none: any) select a row whose MessageID or ClaimID is one of
@@ -54,15 +80,46 @@ type Query struct {
 	Reason       string
 	Status       int
 	BrokerReason string
+	// GUID ("": any) is the body's guid; Text ("": any) narrows to the
+	// rows whose body has each of its words (TextWords), by the words
+	// table: HasText decides.
+	GUID string
+	Text string
+	// Group ("": any) selects the rows of one of the page's groups
+	// (Groups): its word, and GroupStatus.
+	Group       string
+	GroupStatus int
+	// States (none: any) are the states selected.
+	States []State
+	// Through (0: none) is the last seq selected: a bulk action fixes
+	// its selection when it starts, so rows ingested meanwhile (a claim
+	// that fails again after its replay) are not swept in.
+	Through int64
 }
 
+// TextCond is a backend's condition for rows whose body has each of
+// words (not empty), its arguments made by arg: the index of words that
+// narrows a -text.
+type TextCond func(words []string, arg func(any) string) string
+
 // Where is the query's condition and its arguments, for a backend whose
-// placeholders ph(n) makes (? or $n): one reading of a query for both.
-func (q Query) Where(ph func(n int) string) (string, []any) {
+// placeholders ph(n) makes (? or $n) and whose index of words text reads:
+// one reading of a query for both.
+func (q Query) Where(ph func(n int) string, text TextCond) (string, []any) {
 	var conds []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
-	conds = append(conds, "seq > "+arg(q.After))
+	words := TextWords(q.Text)
+	// With words, +seq: the range on seq is then no index's (the unary
+	// plus), so that SQLite reads the rows the words table names rather
+	// than every row of the range, checking each against the words: a
+	// search is for a few among many. PostgreSQL plans by its statistics
+	// either way.
+	seq := "seq"
+	if len(words) > 0 {
+		seq = "+seq"
+	}
+	conds = append(conds, seq+" > "+arg(q.After))
 	if len(q.IDs) > 0 {
 		var ors []string
 		for _, id := range q.IDs {
@@ -82,10 +139,126 @@ func (q Query) Where(ph func(n int) string) (string, []any) {
 	if q.BrokerReason != "" {
 		conds = append(conds, "broker_reason = "+arg(q.BrokerReason))
 	}
+	if q.Through > 0 {
+		conds = append(conds, seq+" <= "+arg(q.Through))
+	}
+	if q.GUID != "" {
+		conds = append(conds, "guid = "+arg(q.GUID))
+	}
+	if len(words) > 0 {
+		conds = append(conds, text(words, arg))
+	}
+	switch {
+	case q.Group == GroupCrashLoop:
+		conds = append(conds, "broker_reason = "+arg(deliveryLimit))
+	case q.Group != "":
+		conds = append(conds, "broker_reason <> "+arg(deliveryLimit), "reason = "+arg(q.Group), "status = "+arg(q.GroupStatus))
+	}
+	if len(q.States) > 0 {
+		conds = append(conds, "state IN ("+list(q.States, func(v any) string { return arg(string(v.(State))) })+")")
+	}
 	return strings.Join(conds, " AND "), args
+}
+
+func list[T any](vs []T, arg func(any) string) string {
+	ps := make([]string, len(vs))
+	for i, v := range vs {
+		ps[i] = arg(v)
+	}
+	return strings.Join(ps, ", ")
+}
+
+// Change moves rows from one state to another: those of Seqs that are in
+// one of From, or (StaleBefore not zero) replaying since before
+// StaleBefore. By, Via and At say who, through what and when. To ""
+// deletes the rows instead (purge -no-archive).
+//
+// The condition on the state is the point: the UPDATE is one atomic
+// statement, so of two operators changing one row only the first finds it
+// in From, and the second changes nothing; a backend returns the seqs it
+// changed, and only those are acted on.
+type Change struct {
+	Seqs        []int64
+	From        []State
+	To          State
+	By, Via     string
+	At          time.Time
+	StaleBefore time.Time
+}
+
+// Where is the change's condition and its arguments, for a backend whose
+// placeholders ph(n) makes and whose state_at at(t) writes (unix ms, or a
+// timestamptz): one reading of a change for both.
+func (c Change) Where(ph func(n int) string, at func(time.Time) any, args []any) (string, []any) {
+	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
+	seqs := make([]any, len(c.Seqs))
+	for i, s := range c.Seqs {
+		seqs[i] = s
+	}
+	// The seqs first: with ? placeholders the arguments go in the
+	// order of the text.
+	in := "seq IN (" + list(seqs, arg) + ")"
+	states := "state IN (" + list(c.From, func(v any) string { return arg(string(v.(State))) }) + ")"
+	if len(c.From) == 0 {
+		states = "false"
+	}
+	if !c.StaleBefore.IsZero() {
+		states = "(" + states + " OR (state = " + arg(string(StateReplaying)) + " AND state_at < " + arg(at(c.StaleBefore)) + "))"
+	}
+	return in + " AND " + states, args
+}
+
+// Set is the change's SET clause and its arguments, the first of a
+// statement whose WHERE follows (Where, with these args).
+func (c Change) Set(ph func(n int) string, at func(time.Time) any) (string, []any) {
+	var args []any
+	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
+	return "state = " + arg(string(c.To)) + ", state_by = " + arg(c.By) + ", state_via = " + arg(c.Via) + ", state_at = " + arg(at(c.At)), args
+}
+
+// Prune is the condition of the rows the retention drops: in one of
+// states since before before.
+func Prune(states []State, before time.Time, ph func(n int) string, at func(time.Time) any) (string, []any) {
+	var args []any
+	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
+	return "state IN (" + list(states, func(v any) string { return arg(string(v.(State))) }) + ") AND state_at < " + arg(at(before)), args
 }
 
 // Columns are the table's columns in Row's order after Seq, for INSERT
 // and SELECT alike.
 const Columns = `copy_key, message_id, claim_id, guid, reason, status, answer, attempts, record,
 	dead_at, broker_reason, properties, headers, body, raw, ingested_at`
+
+// StateColumns are the columns of what became of a row, in Row's order
+// after Columns' (the schema step after the table's added them).
+const StateColumns = `state, state_by, state_via, state_at`
+
+// The page's groups: the rows by the reason a person reads first (the
+// reason on record, or GroupCrashLoop for a dead letter the broker's
+// delivery limit dead-lettered, whatever the record says) and the last
+// status on record (0 for crash-loop): dlq's groupOf, in SQL, so that
+// the groups of a million rows are one GROUP BY, not a million rows read.
+const (
+	GroupCrashLoop = "crash-loop"
+	deliveryLimit  = "delivery_limit"
+)
+
+// Group is one group's count, its first and last dead-lettering, and the
+// seq of its first row.
+type Group struct {
+	Word        string
+	Status      int
+	Count       int64
+	First, Last time.Time
+	FirstSeq    int64
+}
+
+// GroupsSQL is the query of the groups of the rows where selects (a
+// Query's Where), one row a group: word, status, count, min and max
+// dead_at, min seq.
+func GroupsSQL(where string) string {
+	return `SELECT CASE WHEN broker_reason = '` + deliveryLimit + `' THEN '` + GroupCrashLoop + `' ELSE reason END AS word,
+		CASE WHEN broker_reason = '` + deliveryLimit + `' THEN 0 ELSE status END AS st,
+		count(*), min(dead_at), max(dead_at), min(seq)
+		FROM dead_letters WHERE ` + where + ` GROUP BY 1, 2`
+}

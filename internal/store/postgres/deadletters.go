@@ -70,11 +70,12 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 		if !r.DeadAt.IsZero() {
 			deadAt = &r.DeadAt
 		}
-		b.Queue(`INSERT INTO dead_letters (`+deadletter.Columns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) ON CONFLICT (copy_key) DO NOTHING`,
+		state, stateAt := pgStateOf(r)
+		b.Queue(`INSERT INTO dead_letters (`+deadletter.Columns+`, `+deadletter.StateColumns+`, words)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) ON CONFLICT (copy_key) DO NOTHING`,
 			pgKey(r.CopyKey), pgKey(r.MessageID), pgText(r.ClaimID), pgText(r.GUID), pgText(r.Reason), r.Status, pgText(r.Answer),
 			r.Attempts, rec, deadAt, pgText(r.BrokerReason), pgText(string(r.Properties)), pgText(string(r.Headers)), r.Body,
-			pgText(r.Raw), r.IngestedAt)
+			pgText(r.Raw), r.IngestedAt, state, pgText(r.StateBy), pgText(r.StateVia), stateAt, pgWords(r.Body))
 	}
 	res := tx.SendBatch(ctx, &b)
 	added := 0
@@ -95,7 +96,7 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 // DeadLetters returns the rows q selects, in the order of ingestion.
 func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadletter.Row, error) {
 	where, args := pgWhere(q)
-	query := `SELECT seq, ` + deadletter.Columns + ` FROM dead_letters WHERE ` + where + ` ORDER BY seq`
+	query := `SELECT seq, ` + deadletter.Columns + `, ` + deadletter.StateColumns + ` FROM dead_letters WHERE ` + where + ` ORDER BY seq`
 	if q.Limit > 0 {
 		query += " LIMIT " + strconv.Itoa(q.Limit)
 	}
@@ -109,10 +110,15 @@ func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadlett
 		var r deadletter.Row
 		var rec *string
 		var deadAt *time.Time
-		var props, headers string
+		var props, headers, state string
+		var stateAt *time.Time
 		if err := rows.Scan(&r.Seq, &r.CopyKey, &r.MessageID, &r.ClaimID, &r.GUID, &r.Reason, &r.Status, &r.Answer, &r.Attempts, &rec,
-			&deadAt, &r.BrokerReason, &props, &headers, &r.Body, &r.Raw, &r.IngestedAt); err != nil {
+			&deadAt, &r.BrokerReason, &props, &headers, &r.Body, &r.Raw, &r.IngestedAt, &state, &r.StateBy, &r.StateVia, &stateAt); err != nil {
 			return nil, err
+		}
+		r.State = deadletter.State(state)
+		if stateAt != nil {
+			r.StateAt = *stateAt
 		}
 		if rec != nil {
 			r.Record = []byte(*rec)
@@ -153,5 +159,5 @@ func pgWhere(q deadletter.Query) (string, []any) {
 		ids[i] = pgKey(id)
 	}
 	q.IDs = ids
-	return q.Where(func(n int) string { return "$" + strconv.Itoa(n) })
+	return q.Where(pgDollar, pgTextCond)
 }

@@ -49,12 +49,17 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 	added := 0
 	err := s.write(ctx, true, func(tx *sql.Tx) error {
 		added = 0 // the writer may run fn again after a failed batch
-		stmt, err := tx.Prepare(`INSERT INTO dead_letters (` + deadletter.Columns + `)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (copy_key) DO NOTHING`)
+		stmt, err := tx.Prepare(`INSERT INTO dead_letters (` + deadletter.Columns + `, ` + deadletter.StateColumns + `)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (copy_key) DO NOTHING`)
 		if err != nil {
 			return err
 		}
 		defer stmt.Close()
+		words, err := tx.Prepare(insertWords)
+		if err != nil {
+			return err
+		}
+		defer words.Close()
 		for _, r := range rows {
 			var rec, deadAt any
 			if r.Record != nil {
@@ -63,13 +68,25 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			if !r.DeadAt.IsZero() {
 				deadAt = r.DeadAt.UnixMilli()
 			}
+			state, stateAt := stateOf(r)
 			res, err := stmt.Exec(r.CopyKey, r.MessageID, r.ClaimID, r.GUID, r.Reason, r.Status, r.Answer, r.Attempts, rec,
-				deadAt, r.BrokerReason, string(r.Properties), string(r.Headers), r.Body, r.Raw, r.IngestedAt.UnixMilli())
+				deadAt, r.BrokerReason, string(r.Properties), string(r.Headers), r.Body, r.Raw, r.IngestedAt.UnixMilli(),
+				state, r.StateBy, r.StateVia, stateAt)
 			if err != nil {
 				return err
 			}
 			n, _ := res.RowsAffected()
 			added += int(n)
+			if n == 1 { // new: its words too (a copy there already has them)
+				seq, err := res.LastInsertId()
+				if err == nil {
+					_, err = words.Exec(seq, wordsOf(r.Body))
+				}
+				if err != nil {
+					return err
+				}
+			}
+
 		}
 		return nil
 	})
@@ -81,8 +98,8 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 
 // DeadLetters returns the rows q selects, in the order of ingestion.
 func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadletter.Row, error) {
-	where, args := q.Where(func(int) string { return "?" })
-	query := `SELECT seq, ` + deadletter.Columns + ` FROM dead_letters WHERE ` + where + ` ORDER BY seq`
+	where, args := q.Where(qmark, textMatch)
+	query := `SELECT seq, ` + deadletter.Columns + `, ` + deadletter.StateColumns + ` FROM dead_letters WHERE ` + where + ` ORDER BY seq`
 	if q.Limit > 0 {
 		query += " LIMIT " + strconv.Itoa(q.Limit)
 	}
@@ -98,9 +115,15 @@ func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadlett
 		var deadAt sql.NullInt64
 		var props, headers string
 		var ingested int64
+		var state string
+		var stateAt sql.NullInt64
 		if err := rows.Scan(&r.Seq, &r.CopyKey, &r.MessageID, &r.ClaimID, &r.GUID, &r.Reason, &r.Status, &r.Answer, &r.Attempts, &rec,
-			&deadAt, &r.BrokerReason, &props, &headers, &r.Body, &r.Raw, &ingested); err != nil {
+			&deadAt, &r.BrokerReason, &props, &headers, &r.Body, &r.Raw, &ingested, &state, &r.StateBy, &r.StateVia, &stateAt); err != nil {
 			return nil, err
+		}
+		r.State = deadletter.State(state)
+		if stateAt.Valid {
+			r.StateAt = time.UnixMilli(stateAt.Int64)
 		}
 		if rec.Valid {
 			r.Record = []byte(rec.String)
@@ -116,7 +139,7 @@ func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadlett
 
 // CountDeadLetters counts the rows q selects.
 func (s *Store) CountDeadLetters(ctx context.Context, q deadletter.Query) (int64, error) {
-	where, args := q.Where(func(int) string { return "?" })
+	where, args := q.Where(qmark, textMatch)
 	var n int64
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM dead_letters WHERE `+where, args...).Scan(&n)
 	return n, err

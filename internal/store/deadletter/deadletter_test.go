@@ -1,0 +1,101 @@
+package deadletter
+
+import (
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func qmark(int) string       { return "?" }
+func dollar(n int) string    { return "$" + strconv.Itoa(n) }
+func unixMS(t time.Time) any { return t.UnixMilli() }
+
+// TestChangeArgumentsInTextOrder: with ? placeholders the arguments must
+// be in the order of the text; with $n, each number names its argument.
+// A change read once for both backends must hold for both.
+func TestChangeArgumentsInTextOrder(t *testing.T) {
+	at := time.UnixMilli(1000)
+	stale := time.UnixMilli(500)
+	c := Change{Seqs: []int64{7, 9}, From: []State{StateDead}, To: StateReplaying, By: "ann", Via: "dlq replay", At: at, StaleBefore: stale}
+	for _, tc := range []struct {
+		name string
+		ph   func(int) string
+	}{{"qmark", qmark}, {"dollar", dollar}} {
+		t.Run(tc.name, func(t *testing.T) {
+			set, args := c.Set(tc.ph, unixMS)
+			where, args := c.Where(tc.ph, unixMS, args)
+			text := set + " WHERE " + where
+			want := []any{"replaying", "ann", "dlq replay", int64(1000), int64(7), int64(9), "dead", "replaying", int64(500)}
+			if !reflect.DeepEqual(args, want) {
+				t.Fatalf("args %v, want %v", args, want)
+			}
+			// Each argument's placeholder comes where its column is.
+			if tc.name == "dollar" {
+				for i, col := range []string{"state = $1", "state_by = $2", "state_via = $3", "state_at = $4", "seq IN ($5, $6)", "state IN ($7)", "state = $8 AND state_at < $9"} {
+					if !strings.Contains(text, col) {
+						t.Errorf("%d: %q not in %s", i, col, text)
+					}
+				}
+			} else if strings.Count(text, "?") != len(want) {
+				t.Errorf("%d placeholders for %d args: %s", strings.Count(text, "?"), len(want), text)
+			} else if strings.Index(text, "seq IN") > strings.Index(text, "state IN") {
+				t.Errorf("the seqs' placeholders come after the states': %s", text)
+			}
+		})
+	}
+}
+
+func TestQueryStatesAndThrough(t *testing.T) {
+	where, args := Query{After: 3, Through: 10, States: Live}.Where(qmark, nil)
+	if want := "seq > ? AND seq <= ? AND state IN (?, ?)"; where != want {
+		t.Errorf("where %q, want %q", where, want)
+	}
+	if want := []any{int64(3), int64(10), "dead", "replaying"}; !reflect.DeepEqual(args, want) {
+		t.Errorf("args %v, want %v", args, want)
+	}
+}
+
+func TestWords(t *testing.T) {
+	body := []byte(`{"guid":"G-1","claimId":"BUSY-0","note":"Überweisung fehlt, BUSY again","bad":"` + "\xff" + `"}`)
+	want := []string{"guid", "g", "1", "claimid", "busy", "0", "note", "Überweisung", "fehlt", "again", "bad", "\xff"}
+	if got := Words(body); !reflect.DeepEqual(got, want) {
+		t.Errorf("Words: %q, want %q", got, want)
+	}
+	long := []byte(strings.Repeat("w ", 3) + func() string {
+		var b strings.Builder
+		for i := range MaxWords + 5 {
+			if i == 3 {
+				b.WriteString(strings.Repeat("y", 2*MaxWordBytes) + " ")
+			}
+			b.WriteString("x" + strconv.Itoa(i) + " ")
+		}
+		return b.String()
+	}())
+	if got := Words(long); len(got) != MaxWords+1 || got[MaxWords] != AllWords || !slices.Contains(got, strings.Repeat("y", MaxWordBytes)) {
+		t.Errorf("Words of a long body: %d words, the last %q; want %d and %q, and the long word cut", len(got), got[len(got)-1], MaxWords+1, AllWords)
+	}
+}
+
+func TestHasText(t *testing.T) {
+	body := []byte(`{"guid":"g-1","claimId":"BUSY-0","note":"Überweisung fehlt"}`)
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{"", true},
+		{"busy-0", true},          // letter case aside
+		{`"claimId":"BUSY`, true}, // the words claimid and busy
+		{"USY-0", false},          // usy is not a word of the body
+		{"busy 0", false},         // not the body's bytes
+		{"Überweisung", true},
+		{"überweisung", false}, // only ASCII letters' case is aside
+		{"fehlt!", false},
+	} {
+		if got := HasText(body, c.text); got != c.want {
+			t.Errorf("HasText(%q) = %v, want %v", c.text, got, c.want)
+		}
+	}
+}

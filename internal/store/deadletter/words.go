@@ -1,0 +1,119 @@
+package deadletter
+
+import (
+	"bytes"
+	"slices"
+)
+
+// Text in the body (-text): both backends narrow a search by an index of
+// the words of each row's body, and HasText decides, for them and for
+// claim.dead alike, so that every source gives the same answers.
+//
+// A word is what SQLite's FTS4 "simple" tokenizer takes for one: a run of
+// ASCII letters and digits and of bytes of 0x80 and over (the letters of
+// other scripts, whole), ASCII letters lower-cased. SQLite keeps them in
+// an FTS4 table (mattn/go-sqlite3 builds FTS3/4 by default; FTS5 needs a
+// build tag every build of the project would need); PostgreSQL in an
+// array column with a GIN index (pg_trgm is an extension the store's role
+// may not be allowed to create). Rows of words (a table of word, seq)
+// cost ingestion several times its rate, an index entry a word.
+
+// MaxWords bounds the words PostgreSQL keeps of one body: a body with
+// more keeps the first MaxWords and the word AllWords, which every search
+// selects, so that HasText decides for it.
+const MaxWords = 1000
+
+// AllWords stands for the words a body had beyond MaxWords. No word holds
+// it.
+const AllWords = "*"
+
+// MaxWordBytes bounds a word in PostgreSQL's index (a GIN entry has a
+// size limit): a longer one is kept cut, and a search for it cut alike.
+const MaxWordBytes = 64
+
+func wordByte(c byte) bool {
+	return c >= 0x80 || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// words are the distinct words of b, in order of appearance, at most max
+// (0: all).
+func words(b []byte, max int) []string {
+	seen := map[string]bool{}
+	var out []string
+	for i := 0; i < len(b) && (max <= 0 || len(out) < max); {
+		if !wordByte(b[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && wordByte(b[j]) {
+			j++
+		}
+		w := string(asciiLower(b[i:j]))
+		i = j
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Words are the words of body as PostgreSQL's index keeps them: each cut
+// to MaxWordBytes (IndexWord), at most MaxWords of them, then AllWords.
+func Words(body []byte) []string {
+	ws := words(body, 0)
+	for i, w := range ws {
+		ws[i] = IndexWord(w)
+	}
+	ws = slices.Compact(ws) // a cut word may be another's cut
+	if len(ws) > MaxWords {
+		ws = append(ws[:MaxWords], AllWords)
+	}
+	return ws
+}
+
+// IndexWord is w as PostgreSQL's index keeps it: at most MaxWordBytes.
+func IndexWord(w string) string {
+	if len(w) > MaxWordBytes {
+		return w[:MaxWordBytes]
+	}
+	return w
+}
+
+// TextWords are the words of a search's text, as a body's are read.
+func TextWords(text string) []string { return words([]byte(text), 0) }
+
+// HasText says whether body holds text: text's bytes, ASCII letter case
+// aside, and each of its words a word of the body. This decides; the
+// backends' indexes only narrow (a body that holds text has each of its
+// words). One rule for the rows of both backends and for claim.dead.
+func HasText(body []byte, text string) bool {
+	if text == "" {
+		return true
+	}
+	if !bytes.Contains(asciiLower(body), asciiLower([]byte(text))) {
+		return false
+	}
+	have := words(body, 0)
+	for _, w := range TextWords(text) {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiLower is b with its ASCII letters lower-cased, and nothing else
+// changed (bytes.ToLower would rewrite other letters' UTF-8, and invalid
+// UTF-8 too).
+func asciiLower(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
+	}
+	return out
+}
