@@ -28,6 +28,7 @@ type config struct {
 	ingest  bool           // serve: run dlq ingest in the page's process
 	metrics string         // ingest: serve its metrics on this host:port ("": none)
 	tokens  []dlqweb.Token // serve: EAIMQ_DLQ_TOKEN and EAIMQ_DLQ_TOKENS
+	rateSet bool           // replay, serve: -rate was given (else the queue's replays are not paced)
 }
 
 // commands are dlq's commands, as the usage errors name them.
@@ -47,10 +48,12 @@ const (
 	// maxRefresh bounds -refresh: a page that reloads less often than this
 	// is not live any more.
 	maxRefresh = time.Hour
-	// defaultRate paces a replay: a bulk replay of an incident's
-	// 200,000 dead letters at full speed floods the consumer and the
-	// partner behind it (ServiceControl #225, #501); 500 a second is
-	// faster than the lab's partner answers anyway.
+	// defaultRate paces a replay of ingested rows: a bulk replay of an
+	// incident's 200,000 dead letters at full speed floods the consumer
+	// and the partner behind it (ServiceControl #225, #501); 500 a second
+	// is faster than the lab's partner answers anyway. A replay over
+	// claim.dead (the lab's, without ingestion) is not paced unless -rate
+	// is given: the lab's default stays as it was.
 	defaultRate = 500
 )
 
@@ -85,7 +88,7 @@ func (c *config) flagSet(cmd string) *flag.FlagSet {
 		c.allFlag(fs)
 		fs.BoolVar(&d.Force, "force", false, "also claims recorded as delivered, over -max-replays, and ingested ones left replaying by a crash")
 		c.maxReplaysFlag(fs)
-		fs.Float64Var(&d.Rate, "rate", defaultRate, "replay at most `n` dead letters a second: 0 (no pacing) or more")
+		fs.Float64Var(&d.Rate, "rate", defaultRate, "replay at most `n` dead letters a second: 0 (no pacing) or more; over claim.dead without ingestion, unpaced unless given")
 		c.queueFlag(fs)
 	case "purge":
 		c.filterFlags(fs)
@@ -185,6 +188,9 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	}
 	var stray []string
 	every.Visit(func(f *flag.Flag) { // in the order of their names
+		if f.Name == "rate" {
+			c.rateSet = true
+		}
 		if own.Lookup(f.Name) == nil {
 			stray = append(stray, "-"+f.Name)
 		}

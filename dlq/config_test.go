@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -61,7 +62,7 @@ func TestParseConfig(t *testing.T) {
 		{[]string{"ingest", "-archive-queue", "-archive-retention", "720h"}, nil, with(defaults("ingest"), func(c *config) {
 			c.dlq.Ingest.ArchiveQueue, c.dlq.Ingest.Retention = true, 720*time.Hour
 		})},
-		{[]string{"replay", "-all", "-rate", "20", "-queue"}, nil, with(defaults("replay"), func(c *config) { c.all, c.dlq.Rate, c.queue = true, 20, true })},
+		{[]string{"replay", "-all", "-rate", "20", "-queue"}, nil, with(defaults("replay"), func(c *config) { c.all, c.dlq.Rate, c.queue, c.rateSet = true, 20, true, true })},
 		{[]string{"ingest", "-batch", "50", "-max-rows", "1000"}, nil, with(defaults("ingest"), func(c *config) {
 			c.dlq.Ingest.Batch, c.dlq.Ingest.MaxRows = 50, 1000
 		})},
@@ -241,6 +242,32 @@ func TestEachCommandItsFlags(t *testing.T) {
 		c.flagSet(cmd).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 		if got := strings.Join(names, " "); got != want[cmd] {
 			t.Errorf("%s takes %s, want %s", cmd, got, want[cmd])
+		}
+	}
+}
+
+// TestPaceKeepsTheLabsReplay: without ingestion a replay is not paced
+// unless -rate is given (the lab's default); over ingested rows it is.
+func TestPaceKeepsTheLabsReplay(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		ingested int64
+		want     float64
+	}{
+		{[]string{"replay", "-all"}, 0, 0},
+		{[]string{"replay", "-all"}, 3, defaultRate},
+		{[]string{"replay", "-all", "-queue"}, 3, 0},
+		{[]string{"replay", "-all", "-rate", "20"}, 0, 20},
+		{[]string{"serve"}, 0, 0},
+		{[]string{"serve", "-ingest"}, 0, defaultRate},
+	} {
+		c, err := parseConfig(tc.args, func(string) string { return "" }, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		c.pace(tc.ingested)
+		if c.dlq.Rate != tc.want {
+			t.Errorf("%q with %d ingested: rate %v, want %v", tc.args, tc.ingested, c.dlq.Rate, tc.want)
 		}
 	}
 }

@@ -335,7 +335,8 @@
 //	-archive-queue   ingest: take claim.dead.archive into the store as purged rows, once
 //	-all             replay, purge: every dead letter the filters select
 //	-force           replay: also claims recorded as delivered, over -max-replays, and rows left replaying
-//	-rate N          replay: at most N a second: 0 (no pacing) or more (default 500)
+//	-rate N          replay: at most N a second: 0 (no pacing) or more (default 500 over
+//	                 ingested rows; over claim.dead, none unless set: the lab's pace)
 //	-max-replays N   replay, serve: refuse a dead letter replayed N times already: 1-1000 (default 5)
 //	-body FILE       edit: the new body from FILE (- for stdin), not an editor
 //	-yes             purge: really purge

@@ -101,6 +101,7 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		defer rw.Close()
 		st = rw
 	}
+	c.pace(ingested)
 	writable := st != nil && (c.ingest || ingested > 0)
 	if c.cmd == "serve" && c.ingest {
 		return serveIngesting(ctx, c, getenv, st, stdout, stderr)
@@ -195,4 +196,15 @@ func serveIngesting(ctx context.Context, c config, getenv func(string) string, s
 		return ierr
 	}
 	return err
+}
+
+// pace leaves -rate as given, or its default over ingested rows; the
+// queue's replays (the command's and the page's) keep the lab's pace,
+// which is none: pacing is for the ingested rows of an incident
+// (defaultRate).
+func (c *config) pace(ingested int64) {
+	overRows := (ingested > 0 && !c.queue) || (c.cmd == "serve" && c.ingest)
+	if !c.rateSet && !overRows {
+		c.dlq.Rate = 0
+	}
 }
