@@ -91,9 +91,9 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	if c.cmd == "serve" {
 		return dlq.Serve(ctx, getenv, st, c.dlq, stdout, stderr)
 	}
-	ingested, err := dlq.Ingested(ctx, st)
+	ingested, err := dlq.HasIngested(ctx, st)
 	if err != nil {
-		return fail.Errorf(fail.IO, "count the ingested dead letters in the store %s: %v", st.Path(), err)
+		return fail.Errorf(fail.IO, "read the ingested dead letters in the store %s: %v", st.Path(), err)
 	}
 
 	conn, err := dlq.Dial(ctx, getenv)
@@ -105,14 +105,18 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	switch {
 	case c.cmd == "restore" || c.dlq.Archive:
 		newBrowser = dlq.NewArchiveBrowser // the purged dead letters
-	case ingested > 0 && (c.cmd == "list" || c.cmd == "show") && !c.queue:
+	case ingested && (c.cmd == "list" || c.cmd == "show") && !c.queue:
 		newBrowser = dlq.NewIngestedBrowser
-	case ingested > 0 && !c.queue:
+	case ingested && !c.queue:
 		// Replay, purge and edit from the store are not built yet: say
 		// that they act on claim.dead only, so that the ingested ones
 		// are not taken for gone.
+		n, err := dlq.Ingested(ctx, st)
+		if err != nil {
+			return fail.Errorf(fail.IO, "count the ingested dead letters in the store %s: %v", st.Path(), err)
+		}
 		fmt.Fprintf(stderr, "dlq: warning: %d dead letter(s) were ingested into the store (dlq list shows them); %s acts on what %s still holds only\n",
-			ingested, c.cmd, topo.DeadQueue)
+			n, c.cmd, topo.DeadQueue)
 	}
 	b, err := newBrowser(conn, st)
 	if err != nil {

@@ -117,6 +117,18 @@ func Ingested(ctx context.Context, st store.Store) (int64, error) {
 	return dl.CountDeadLetters(ctx, deadletter.Query{})
 }
 
+// HasIngested says whether dlq ingest wrote any dead letter into st (false
+// too for a store without the table): one row read, where Ingested counts
+// them all (over a million rows, most of what a list -limit 50 took).
+func HasIngested(ctx context.Context, st store.Store) (bool, error) {
+	dl, ok := store.DeadLettersOf(st)
+	if !ok || st == nil {
+		return false, nil
+	}
+	rows, err := dl.DeadLetters(ctx, deadletter.Query{Limit: 1})
+	return len(rows) > 0, err
+}
+
 // Uningested writes the one line that says what claim.dead still holds
 // that was not ingested, when b read the ingested dead letters and the
 // queue holds some: they are not mixed in.

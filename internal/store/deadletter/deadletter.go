@@ -62,7 +62,13 @@ func (q Query) Where(ph func(n int) string) (string, []any) {
 	var conds []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
-	conds = append(conds, "seq > "+arg(q.After))
+	if q.After > 0 {
+		// Not "seq > 0" for the first page or a count of all: SQLite
+		// then walks the table itself (its rows, bodies and all: a
+		// million took seconds) where count(*) alone reads its smallest
+		// index.
+		conds = append(conds, "seq > "+arg(q.After))
+	}
 	if len(q.IDs) > 0 {
 		var ors []string
 		for _, id := range q.IDs {
@@ -81,6 +87,9 @@ func (q Query) Where(ph func(n int) string) (string, []any) {
 	}
 	if q.BrokerReason != "" {
 		conds = append(conds, "broker_reason = "+arg(q.BrokerReason))
+	}
+	if len(conds) == 0 {
+		return "TRUE", nil
 	}
 	return strings.Join(conds, " AND "), args
 }
