@@ -117,9 +117,15 @@ func BenchmarkDLQIngest(b *testing.B) {
 		}
 		return took
 	}
+	var bareGrew float64 // the broker's peak / before during the bare run
 	for b.Loop() {
 		fill()
+		// The broker sampled during the bare run too: what of its growth
+		// any consumer costs, and what dlq ingest's does.
+		m0 := mem.now()
+		mem.start()
 		bare += bareConsume(b, vh, ingestDead, dlq.DefaultIngestBatch)
+		bareGrew = max(bareGrew, float64(mem.stop())/float64(m0))
 		lite += ingest(filepath.Join(b.TempDir(), "processed.db"))
 		pg += ingest(pgtest.New(b))
 	}
@@ -132,6 +138,7 @@ func BenchmarkDLQIngest(b *testing.B) {
 	b.ReportMetric(before/(1<<20), "MiB-broker-before")
 	b.ReportMetric(peak/(1<<20), "MiB-broker-peak")
 	b.ReportMetric(peak/before, "broker-peak/before")
+	b.ReportMetric(bareGrew, "broker-peak/before-bare")
 }
 
 // bareConsume takes n messages from claim.dead with prefetch 2 x batch and

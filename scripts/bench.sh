@@ -160,6 +160,8 @@ figure "dlq ingest into PostgreSQL / the same bare consumer ($(metric DLQIngest 
 	"$(metric DLQIngest DLQIngest postgres/bare)" ge 0.6 "(the same)"
 figure "the broker's peak RSS during an ingest / before it ($(metric DLQIngest DLQIngest MiB-broker-before) → $(metric DLQIngest DLQIngest MiB-broker-peak) MiB)" \
 	"$(metric DLQIngest DLQIngest broker-peak/before)" le 1.1 "(the same)"
+figure "the same during the bare consumer's run (what any consumer of claim.dead costs the broker)" \
+	"$(metric DLQIngest DLQIngest broker-peak/before-bare)" - "" "(the same)"
 for be in sqlite postgres; do
 	figure "$be: dlq -limit 50 list over 1,000,000 ingested, exec to exit (median of 5), ms" \
 		"$(metric DLQReadMillion "DLQReadMillion/$be" ms-list-limit-50)" le 150 "$b DLQReadMillion -benchtime 1x ./dlq"
