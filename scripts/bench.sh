@@ -54,6 +54,10 @@ bench 'ConsumerHistory' ./consumer "${rounds}x"
 $quick || bench 'ConsumerRSS' ./consumer 1x
 $quick || bench 'DLQListRSS' ./dlq 1x
 $quick || bench 'DLQServeGroups' ./dlq 1x
+# Dead letters at scale (issue 29; docs/figures.md): ingestion, and the
+# read path over a million ingested rows.
+$quick || bench 'DLQIngest' ./dlq 1x
+$quick || bench 'DLQReadMillion' ./dlq 1x
 $quick || bench 'ConsumerLargeClaimsRSS' ./internal/e2e 1x
 bench 'ScaleOutPostgres' ./consumer "${rounds}x"
 bench 'StoreGrowth' ./internal/store 1x
@@ -180,6 +184,33 @@ for m in no-ack-batch no-solo no-known no-wal-sync; do
 	figure "ablation: $m, store alone (sync=full, P=5), rate on/off (range $(metric StoreAblation StoreAblation "min-on/off-rate-$m")–$(metric StoreAblation StoreAblation "max-on/off-rate-$m")); CPU off/on $(metric StoreAblation StoreAblation "median-off/on-cpu-$m") ($(metric StoreAblation StoreAblation "min-off/on-cpu-$m")–$(metric StoreAblation StoreAblation "max-off/on-cpu-$m"))" \
 		"$(metric StoreAblation StoreAblation "median-on/off-rate-$m")" - "" "$b StoreAblation -benchtime 6x ./internal/store"
 done
+# Dead letters at scale (issue 29): docs/figures.md's section of that name.
+figure "dlq ingest into SQLite, 100,000 dead letters of 1 KiB / a bare consumer that acks without storing, same run ($(metric DLQIngest DLQIngest dead/s-sqlite) vs $(metric DLQIngest DLQIngest dead/s-bare) dead letters/s)" \
+	"$(metric DLQIngest DLQIngest sqlite/bare)" ge 0.8 "$b DLQIngest -benchtime 1x ./dlq"
+figure "dlq ingest into PostgreSQL / the same bare consumer ($(metric DLQIngest DLQIngest dead/s-postgres) dead letters/s)" \
+	"$(metric DLQIngest DLQIngest postgres/bare)" ge 0.6 "(the same)"
+figure "the broker's peak RSS during an ingest / before it ($(metric DLQIngest DLQIngest MiB-broker-before) → $(metric DLQIngest DLQIngest MiB-broker-peak) MiB)" \
+	"$(metric DLQIngest DLQIngest broker-peak/before)" le 1.1 "(the same)"
+figure "the same during the bare consumer's run (what any consumer of claim.dead costs the broker)" \
+	"$(metric DLQIngest DLQIngest broker-peak/before-bare)" - "" "(the same)"
+for be in sqlite postgres; do
+	figure "$be: dlq -limit 50 list over 1,000,000 ingested, exec to exit (median of 5), ms" \
+		"$(metric DLQReadMillion "DLQReadMillion/$be" ms-list-limit-50)" le 150 "$b DLQReadMillion -benchtime 1x ./dlq"
+	figure "$be: dlq show CLAIMID over 1,000,000 ingested, exec to exit (median of 5), ms" \
+		"$(metric DLQReadMillion "DLQReadMillion/$be" ms-show)" le 150 "(the same)"
+	figure "$be: the whole dlq list over 1,000,000 ingested, streamed to a file, seconds" \
+		"$(metric DLQReadMillion "DLQReadMillion/$be" s-list-all)" le 15 "(the same)"
+	figure "$be: its peak RSS, MiB" \
+		"$(metric DLQReadMillion "DLQReadMillion/$be" MiB-list-all-RSS)" le 64 "(the same)"
+done
+figure "the old queue walk over 100,000 with the default -max-held: the broker's peak RSS / its watermark (it stops at the bound and says so)" \
+	"$(metric DLQListRSS DLQListRSS broker-peak/watermark-max-held)" le 1.5 "$b DLQListRSS -benchtime 1x ./dlq"
+# The page's groups view over 1,000,000 (≤ 1 s) and replay of 100,000
+# selected rows / bulk publish of 100,000 files (≥ 0.7): the page and
+# replay read the rows now, and their benchmarks are not written yet.
+figure "dlq serve's groups view over 1,000,000 ingested, first load, s (no benchmark yet)" "" le 1 "-"
+figure "replay of 100,000 selected rows / bulk publish of 100,000 files (no benchmark yet)" "" ge 0.7 "-"
+
 # scripts/test.sh is timed by itself (it runs the whole suite, about ten
 # minutes); its last full run's time is read here.
 tested=${XDG_CACHE_HOME:-$HOME/.cache}/eaimq/test-seconds

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -90,90 +92,102 @@ func typed(v any) (any, error) {
 	return nil, fmt.Errorf("a value of type %T", v)
 }
 
-// decodeTable reads what encodeTable wrote.
+// decodeTable reads what encodeTable wrote. One pass of the JSON decoder
+// (numbers kept as their text), then the typed members from that tree:
+// the rows of a whole dlq list are read here, a million of them over a
+// big table, and a decoder that parsed each level's text again (as this
+// one did) took most of list's time.
 func decodeTable(b []byte) (amqp.Table, error) {
-	var raw json.RawMessage = b
-	v, err := untyped(raw)
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	x, err := untyped(v)
 	if err != nil {
 		return nil, err
 	}
-	t, ok := v.(amqp.Table)
+	t, ok := x.(amqp.Table)
 	if !ok {
 		return nil, fmt.Errorf("not a table")
 	}
 	return t, nil
 }
 
-func untyped(raw json.RawMessage) (any, error) {
-	var v any
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
+// untyped is the AMQP value of v, a value as json decodes it with
+// UseNumber.
+func untyped(v any) (any, error) {
 	switch x := v.(type) {
 	case nil, bool, string:
 		return x, nil
 	case []any:
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil, err
-		}
-		l := make([]any, len(items))
-		for i, it := range items {
-			x, err := untyped(it)
+		l := make([]any, len(x))
+		for i, it := range x {
+			y, err := untyped(it)
 			if err != nil {
 				return nil, err
 			}
-			l[i] = x
+			l[i] = y
 		}
 		return l, nil
 	case map[string]any:
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, err
+		if len(x) != 1 {
+			return nil, fmt.Errorf("a typed value has one member, not %d", len(x))
 		}
-		if len(m) != 1 {
-			return nil, fmt.Errorf("a typed value has one member, not %d", len(m))
-		}
-		for k, r := range m {
+		for k, r := range x {
 			return member(k, r)
 		}
 	}
-	return nil, fmt.Errorf("unexpected %s", raw)
+	return nil, fmt.Errorf("unexpected %v", v)
 }
 
-func member(k string, r json.RawMessage) (any, error) {
-	var err error
-	num := func(p any) any { err = json.Unmarshal(r, p); return p }
+func member(k string, r any) (any, error) {
+	num := func() string { n, _ := r.(json.Number); return string(n) }
+	str := func() (string, error) {
+		s, ok := r.(string)
+		if !ok {
+			return "", fmt.Errorf("%s: %v is not a string", k, r)
+		}
+		return s, nil
+	}
+	integer := func(bits int) (int64, error) { return strconv.ParseInt(num(), 10, bits) }
+	unsigned := func(bits int) (uint64, error) { return strconv.ParseUint(num(), 10, bits) }
 	switch k {
 	case "int8":
-		return *num(new(int8)).(*int8), err
+		n, err := integer(8)
+		return int8(n), err
 	case "uint8":
-		return *num(new(uint8)).(*uint8), err
+		n, err := unsigned(8)
+		return uint8(n), err
 	case "int16":
-		return *num(new(int16)).(*int16), err
+		n, err := integer(16)
+		return int16(n), err
 	case "uint16":
-		return *num(new(uint16)).(*uint16), err
+		n, err := unsigned(16)
+		return uint16(n), err
 	case "int32":
-		return *num(new(int32)).(*int32), err
+		n, err := integer(32)
+		return int32(n), err
 	case "uint32":
-		return *num(new(uint32)).(*uint32), err
+		n, err := unsigned(32)
+		return uint32(n), err
 	case "int64":
-		return *num(new(int64)).(*int64), err
+		return integer(64)
 	case "float32":
-		return *num(new(float32)).(*float32), err
+		f, err := strconv.ParseFloat(num(), 32)
+		return float32(f), err
 	case "float64":
-		return *num(new(float64)).(*float64), err
+		return strconv.ParseFloat(num(), 64)
 	case "time":
-		var s string
-		if err := json.Unmarshal(r, &s); err != nil {
+		s, err := str()
+		if err != nil {
 			return nil, err
 		}
 		return time.Parse(time.RFC3339Nano, s)
 	case "bytes", "string64":
-		var s string
-		if err := json.Unmarshal(r, &s); err != nil {
+		s, err := str()
+		if err != nil {
 			return nil, err
 		}
 		b, err := base64.StdEncoding.DecodeString(s)
@@ -182,18 +196,33 @@ func member(k string, r json.RawMessage) (any, error) {
 		}
 		return b, err
 	case "decimal":
-		var d struct {
-			Scale uint8
-			Value int32
+		m, ok := r.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("decimal: %v", r)
 		}
-		if err := json.Unmarshal(r, &d); err != nil {
-			return nil, err
+		var d amqp.Decimal
+		for f, x := range m {
+			n, _ := x.(json.Number)
+			switch strings.ToLower(f) {
+			case "scale":
+				v, err := strconv.ParseUint(string(n), 10, 8)
+				if err != nil {
+					return nil, fmt.Errorf("decimal: %w", err)
+				}
+				d.Scale = uint8(v)
+			case "value":
+				v, err := strconv.ParseInt(string(n), 10, 32)
+				if err != nil {
+					return nil, fmt.Errorf("decimal: %w", err)
+				}
+				d.Value = int32(v)
+			}
 		}
-		return amqp.Decimal{Scale: d.Scale, Value: d.Value}, nil
+		return d, nil
 	case "table":
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(r, &m); err != nil {
-			return nil, err
+		m, ok := r.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("table: %v", r)
 		}
 		t := make(amqp.Table, len(m))
 		for k, x := range m {

@@ -77,7 +77,8 @@ func TestServiceUnits(t *testing.T) {
 	bin := installed(t)
 	dir := t.TempDir()
 	src := filepath.Join(top(), "deploy", "systemd")
-	for _, name := range []string{"eaimq-consumer@.service", "eaimq-dlq-serve.service"} {
+	units := []string{"eaimq-consumer@.service", "eaimq-dlq-serve.service", "eaimq-dlq-ingest.service"}
+	for _, name := range units {
 		b, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
 			t.Fatal(err)
@@ -90,7 +91,8 @@ func TestServiceUnits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	instances := []string{filepath.Join(dir, "eaimq-consumer@partner-a.service"), filepath.Join(dir, "eaimq-dlq-serve.service")}
+	instances := []string{filepath.Join(dir, "eaimq-consumer@partner-a.service"), filepath.Join(dir, "eaimq-dlq-serve.service"),
+		filepath.Join(dir, "eaimq-dlq-ingest.service")}
 	out, err := exec.Command(analyze, append([]string{"verify"}, instances...)...).CombinedOutput()
 	if err != nil || len(out) != 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
@@ -106,8 +108,15 @@ func TestServiceUnits(t *testing.T) {
 			t.Errorf("%s: exposure %s %s, want at most 2.0 (OK)", filepath.Base(path), m[1], m[2])
 		}
 	}
-	for _, name := range []string{"eaimq-consumer@.service", "eaimq-dlq-serve.service"} {
+	for _, name := range units {
 		checkUnit(t, name, readUnit(t, filepath.Join(src, name)))
+	}
+	// dlq ingest's SIGTERM ends its batch (commit, then ack) before it
+	// exits: the unit must send SIGTERM and give it the time, and it
+	// reads the page's settings (the broker, and the store it writes).
+	if u := readUnit(t, filepath.Join(src, "eaimq-dlq-ingest.service")); u.get("EnvironmentFile") != "/etc/eaimq/dlq-serve.env" ||
+		!strings.Contains(u.get("ExecStart"), "dlq ingest $EAIMQ_DLQ_INGEST_FLAGS") {
+		t.Errorf("eaimq-dlq-ingest.service: EnvironmentFile=%s ExecStart=%s", u.get("EnvironmentFile"), u.get("ExecStart"))
 	}
 }
 
@@ -372,8 +381,10 @@ func TestEnvFiles(t *testing.T) {
 	}{
 		{"consumer.env.example", "EAIMQ_CONSUMER_FLAGS", []string{"consumer", "--claim", "${EAIMQ_CLAIM_URL}"}},
 		{"dlq-serve.env.example", "EAIMQ_DLQ_FLAGS", []string{"dlq", "serve", "-addr", "${EAIMQ_DLQ_ADDR}"}},
+		// The same file, as eaimq-dlq-ingest.service reads it.
+		{"dlq-serve.env.example", "EAIMQ_DLQ_INGEST_FLAGS", []string{"dlq", "ingest"}},
 	} {
-		t.Run(tc.file, func(t *testing.T) {
+		t.Run(tc.file+"/"+tc.split, func(t *testing.T) {
 			path := filepath.Join(top(), "deploy", "systemd", tc.file)
 			raw, err := os.ReadFile(path)
 			if err != nil {
