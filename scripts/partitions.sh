@@ -8,7 +8,7 @@
 # NEMESIS is any of isolate-one, isolate-in-leader, isolate-dead-leader,
 # flap, partition-kill (default: all five). Each run is -seconds long
 # (default 150) and each nemesis runs -runs times (default 3). -short is
-# one run of isolate-in-leader, 75 s of faults, 3.10 unless -version says
+# one run of isolate-in-leader, 60 s of faults, 3.10 unless -version says
 # otherwise: scripts/test.sh runs it.
 #
 # The script creates a bridge (eaimqpbr, 10.213.0.1/24 in this namespace,
@@ -58,6 +58,7 @@ die() {
 }
 
 ns() { echo "$NS_PREFIX$1"; }
+have_ns() { ip netns list 2>/dev/null | awk '{ print $1 }' | grep -qx "$(ns "$1")"; }
 ip_of() { echo "$NET.1$1"; }
 node_of() { echo "rabbit@$(ip_of "$1")"; }
 
@@ -184,8 +185,14 @@ heal() {
 cleanup() {
 	local rc=$? n p
 	trap - EXIT INT TERM
+	# The test first: its consumers and publishers die with it (their
+	# parent-death signal), before the nodes they talk to.
+	if [ -n "${gotest:-}" ]; then
+		for p in $(pgrep -P "$gotest" 2>/dev/null) "$gotest"; do kill -TERM "$p" 2>/dev/null || :; done
+		wait "$gotest" 2>/dev/null || :
+	fi
 	for n in 1 2 3; do
-		ip netns list 2>/dev/null | grep -qw "$(ns "$n")" || continue
+		have_ns "$n" || continue
 		for p in $(ip netns pids "$(ns "$n")" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || :; done
 	done
 	for n in 1 2 3; do
@@ -290,7 +297,7 @@ done
 case $PART_VERSION in 3.10 | 4.0.5) ;; *) die "-version is 3.10 or 4.0.5, not '$PART_VERSION'" ;; esac
 [ -z "$KHEPRI" ] || [ "$PART_VERSION" = 4.0.5 ] || die "-khepri needs -version 4.0.5"
 if [ -n "$short" ]; then
-	runs=1 seconds=75
+	runs=1 seconds=60
 	[ ${#nemeses[@]} -gt 0 ] || nemeses=(isolate-in-leader)
 fi
 [ ${#nemeses[@]} -gt 0 ] || nemeses=(isolate-one isolate-in-leader isolate-dead-leader flap partition-kill)
@@ -300,7 +307,7 @@ if [ "$PART_VERSION" = 4.0.5 ]; then
 	mountpoint -q "$R4/proc" || die "$R4/proc is not mounted: run /work/shared/rabbitmq4.sh up"
 fi
 for n in 1 2 3; do
-	! ip netns list | grep -qw "$(ns "$n")" || die "namespace $(ns "$n") exists: another partitions.sh runs (or died without its trap: ip netns del $(ns "$n"))"
+	! have_ns "$n" || die "namespace $(ns "$n") exists: another partitions.sh runs (or died without its trap: ip netns del $(ns "$n"))"
 done
 ! ip link show "$BR" >/dev/null 2>&1 || die "bridge $BR exists: another partitions.sh runs"
 
@@ -322,14 +329,19 @@ fi
 report=$(mktemp)
 rows=$(mktemp)
 chmod 0600 "$report" "$rows"
-set +e
-(cd "$top" && EAIMQ_PART_OP="$self _op" EAIMQ_PART_NODES="$(ip_of 1),$(ip_of 2),$(ip_of 3)" \
+# In the background and waited for, so that a signal reaches the trap at
+# once (bash runs it only after a foreground child ends) and the trap can
+# stop the test (go test, and the test binary under it).
+cd "$top"
+EAIMQ_PART_OP="$self _op" EAIMQ_PART_NODES="$(ip_of 1),$(ip_of 2),$(ip_of 3)" \
 	EAIMQ_PART_VERSION="$PART_VERSION" EAIMQ_PART_STORE="$store" EAIMQ_PART_NEMESES="${nemeses[*]}" \
 	EAIMQ_PART_RUNS="$runs" EAIMQ_PART_SECONDS="$seconds" EAIMQ_PART_REPORT="$report" \
 	EAIMQ_PART_LOGS="$logs" \
-	go test -count=1 -timeout 0 -v -run '^TestPartitions$' ./internal/partition)
-rc=$?
-set -e
+	go test -count=1 -timeout 0 -v -run '^TestPartitions$' ./internal/partition &
+gotest=$!
+rc=0
+wait "$gotest" || rc=$?
+gotest=
 cp "$report" "$logs/runs.tsv"
 # One row per nemesis × version × store: the runs added up.
 awk -F'\t' -v OFS=' | ' '

@@ -215,6 +215,7 @@ func (r *run) exec(timeout time.Duration, env []string, name string, args ...str
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bins[name], args...)
 	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		return string(out), -1
@@ -341,6 +342,12 @@ func (r *run) newClaims(w, seq int) []string {
 	return files
 }
 
+// stallAfter is the consumers' --stall-after: a consumer whose node is
+// cut off and stays up (Khepri has no pause_minority) connects to another
+// node within it and a quarter of it. Above net_ticktime (10 s), by which
+// the queue's leader has given the cut-off consumer's claims back.
+const stallAfter = 15 * time.Second
+
 // publishTimeout is publish's -timeout: the wait for a confirm.
 const publishTimeout = 5 * time.Second
 
@@ -395,6 +402,9 @@ func (r *run) publishBatch(w int, files []string) {
 	r.slowest = max(r.slowest, took)
 	switch code {
 	case 0, 69, 75:
+	case 4:
+		// A nack is a definite outcome (not queued): on 3.10 a quorum
+		// queue without a leader nacks. The claim is published again.
 	case -1:
 		r.hung++
 		r.t.Errorf("publish hung: killed after %s (-timeout %s)", publishHang, publishTimeout)
@@ -448,8 +458,11 @@ func (r *run) startConsumer(first int) *consumer {
 	}
 	c := &consumer{first: first, log: log, done: make(chan struct{})}
 	c.cmd = exec.Command(r.bins["consumer"], "--claim", r.ep.URL(), "--retry-delays", delays, "--prefetch", "5",
-		"--max-seconds", "3600", "--http-timeout", "10s", "--log-level", "info")
+		"--max-seconds", "3600", "--http-timeout", "10s", "--log-level", "info", "--stall-after", stallAfter.String())
 	c.cmd.Env = r.env(first)
+	// Killed with the test process: partitions.sh's trap kills that on a
+	// signal, and a consumer left behind would outlive its namespaces.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c.cmd.Stdout, c.cmd.Stderr = f, f
 	if err := c.cmd.Start(); err != nil {
 		r.t.Fatal(err)
@@ -712,6 +725,7 @@ func (r *run) account() row {
 	}
 	st := r.partner.Stats()
 	w := row{nemesis: r.nemesis, version: r.cfg.version, store: r.cfg.store, bound: "0"}
+	busyCalls := 0 // BUSY claims called more often than their copies' lineages
 	for guid, kind := range r.kind {
 		if !r.confirmed[guid] {
 			if r.copies[guid] > 0 {
@@ -739,13 +753,19 @@ func (r *run) account() row {
 				r.t.Errorf("%s (good) dead-lettered: %s", guid, why[guid])
 			}
 		case "busy":
-			if calls > lineageCalls {
+			// A lineage ends in one dead copy; a copy published again
+			// after an unknown outcome starts one of its own. More dead
+			// copies than copies that may have been queued is a fork.
+			// More calls than a lineage's are not one: a connection lost
+			// between a 503 and its delayed copy's confirm leaves the step
+			// unrecorded, and the redelivered claim is called at that step
+			// again.
+			if dead[guid] > r.copies[guid] {
 				w.busyMulti++
-				// A copy published again after an unknown outcome starts a
-				// lineage of its own; more lineages than copies is a fork.
-				if calls > lineageCalls*r.copies[guid] || dead[guid] > r.copies[guid] {
-					r.t.Errorf("%s (BUSY) called %d times, %d dead copies, of %d copies that may have been queued", guid, calls, dead[guid], r.copies[guid])
-				}
+				r.t.Errorf("%s (BUSY) has %d dead copies of %d copies that may have been queued (%d calls)", guid, dead[guid], r.copies[guid], calls)
+			}
+			if calls > lineageCalls*r.copies[guid] {
+				busyCalls++
 			}
 		}
 	}
@@ -774,8 +794,8 @@ func (r *run) account() row {
 		codes = append(codes, fmt.Sprintf("%d×%d", n, c))
 	}
 	slices.Sort(codes)
-	w.note = fmt.Sprintf("%.0fs; %s; publish runs %d (exit %s, slowest %.1fs); consumer restarts %d%s",
-		r.cfg.seconds.Seconds(), strings.Join(r.faults, ", "), r.publishes, strings.Join(codes, " "), r.slowest.Seconds(), r.restarts, recon)
+	w.note = fmt.Sprintf("%.0fs; %s; publish runs %d (exit %s, slowest %.1fs); consumer restarts %d%s; BUSY claims called beyond one lineage per copy %d",
+		r.cfg.seconds.Seconds(), strings.Join(r.faults, ", "), r.publishes, strings.Join(codes, " "), r.slowest.Seconds(), r.restarts, recon, busyCalls)
 	r.t.Logf("%s", w)
 	return w
 }
