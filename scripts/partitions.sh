@@ -9,11 +9,13 @@
 # flap, partition-kill (default: all five). Each run is -seconds long
 # (default 150) and each nemesis runs -runs times (default 3). -short is
 # one run of isolate-in-leader, 60 s of faults, 3.10 unless -version says
-# otherwise: scripts/test.sh runs it.
+# otherwise: scripts/test.sh runs it. -instance I (0 to 9, default 0) runs
+# beside another instance: bridge eaimqpbrI, 10.213.I.0/24, namespaces
+# eaimqpI-1..3 (instance 0: eaimqpbr, 10.213.0.0/24, eaimqp1..3).
 #
 # The script creates a bridge (eaimqpbr, 10.213.0.1/24 in this namespace,
-# no uplink: nothing is forwarded and the namespaces have no default
-# route), three namespaces eaimqp1..3 each with a veth on the bridge
+# no uplink; the namespaces have no default route, so nothing they send
+# leaves the machine), three namespaces eaimqp1..3 each with a veth on the bridge
 # (10.213.0.11..13) and a RabbitMQ node rabbit@10.213.0.1N in each: 3.10
 # from this machine's package or 4.0.5 from the chroot of
 # /work/shared/rabbitmq4.sh (RMQ4_ROOT, /var/tmp/trixie), with net_ticktime
@@ -26,8 +28,10 @@
 # Namespaces, veths, bridge and node processes are removed on exit, also
 # after a failure or a signal (a trap). It prints the table (one row per
 # nemesis) and exits 0 only if every row has lost 0 and unexpected 0.
-# Node data and logs: /var/tmp/eaimq-part (3.10) or the chroot's
-# /var/lib/rabbitmq/eaimq-part (4.0.5); EAIMQ_PART_KEEP=1 keeps them.
+# Node data and logs: /var/tmp/eaimq-part/I (3.10) or the chroot's
+# /var/lib/rabbitmq/eaimq-part/I (4.0.5); EAIMQ_PART_KEEP=1 keeps them.
+# The consumers' logs of each run, and the runs' rows (runs.tsv), stay in
+# EAIMQ_PART_LOGS (default a new /tmp/eaimq-part-logs.XXXXXX).
 #
 # Internal: "partitions.sh _op VERB ..." is what the test calls for the
 # nemeses (cut, heal, ctl, kill, start, ...); it needs the state the
