@@ -705,6 +705,7 @@ func (r *run) run() {
 // stuck after a partition (docs/fault-suite.md#network-partitions).
 func (r *run) drain(queues []string, limit time.Duration) (stuck []string) {
 	deadline := time.Now().Add(limit)
+	var stuckSince time.Time // the worker resends after its own timeouts; 30 s without a ready message is past them
 	for {
 		qs := r.vh.Queues(r.t)
 		stuck = stuck[:0]
@@ -721,6 +722,14 @@ func (r *run) drain(queues []string, limit time.Duration) (stuck []string) {
 		}
 		if !busy && len(stuck) == 0 {
 			return nil
+		}
+		switch {
+		case busy:
+			stuckSince = time.Time{}
+		case stuckSince.IsZero():
+			stuckSince = time.Now()
+		case time.Since(stuckSince) > 30*time.Second:
+			return stuck
 		}
 		if time.Now().After(deadline) {
 			if busy {
