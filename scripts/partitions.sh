@@ -230,7 +230,7 @@ cluster_up() {
 		ctl 1 -q enable_feature_flag all >/dev/null
 		if [ -n "$KHEPRI" ]; then ctl 1 -q enable_feature_flag --opt-in khepri_db >/dev/null; fi
 	fi
-	ctl 1 -q cluster_status >&2
+	say "clustered: $(ctl 1 -q eval 'rabbit_nodes:all_running().' | tr -d '\n')"
 }
 
 # op is the nemeses' and the test's interface to the cluster.
