@@ -819,19 +819,32 @@ func (r *run) restartLeaders(stuck []string) {
 	}
 }
 
-// extraCopies counts, per claim, the copies that reached the consumers
-// fresh (not redelivered) after the claim had been tried already: a first
-// try (delivered, duplicate, rejected, or the first 503) not redelivered,
-// following another first try of the same claim. A claim published once
-// with such a copy was queued twice by the broker.
-var firstTry = regexp.MustCompile(`^time=(\S+) .*message_id=(\S+) .*redelivered=(true|false) (outcome=(delivered|duplicate|dead-lettered reason=rejected)|outcome=delayed .*retry=1 )`)
+// lineages reads the consumers' logs: per claim, the copies that reached
+// the consumers fresh (not redelivered) after the claim had been tried
+// already (a first try: delivered, duplicate, rejected, or the first 503),
+// the lineages of a BUSY claim (its first first try, and each later one
+// not redelivered: a fresh copy starts a lineage of its own), and its
+// dead-letter decisions made after a call (a redelivered copy rejected
+// again from the record, with no call, is the same decision's copy).
+var (
+	firstTry  = regexp.MustCompile(`^time=(\S+) .*message_id=(\S+) .*redelivered=(true|false) (outcome=(delivered|duplicate|dead-lettered reason=rejected)|outcome=delayed .*retry=1 )`)
+	busyFirst = regexp.MustCompile(`^time=(\S+) .*message_id=(\S+) .*redelivered=(true|false) outcome=delayed .*retry=1 `)
+	busyLast  = regexp.MustCompile(`message_id=(\S+) .*outcome=dead-lettered reason=failed-twice status=`)
+)
 
-func (r *run) extraCopies() map[string]int {
+type logCounts struct {
+	extra     map[string]int // fresh copies after a first try
+	lineages  map[string]int // BUSY: 1 + fresh first tries after the first
+	decisions map[string]int // BUSY: dead-letter decisions after a call
+}
+
+func (r *run) readLogs() logCounts {
 	type try struct {
 		at    string
 		fresh bool
 	}
-	tries := map[string][]try{}
+	tries, busy := map[string][]try{}, map[string][]try{}
+	c := logCounts{extra: map[string]int{}, lineages: map[string]int{}, decisions: map[string]int{}}
 	logs, _ := filepath.Glob(filepath.Join(r.logs, "consumer*.log"))
 	for _, l := range logs {
 		f, err := os.Open(l)
@@ -841,22 +854,37 @@ func (r *run) extraCopies() map[string]int {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			if m := firstTry.FindStringSubmatch(sc.Text()); m != nil {
+			line := sc.Text()
+			if m := firstTry.FindStringSubmatch(line); m != nil {
 				tries[m[2]] = append(tries[m[2]], try{at: m[1], fresh: m[3] == "false"})
+			}
+			if m := busyFirst.FindStringSubmatch(line); m != nil {
+				busy[m[2]] = append(busy[m[2]], try{at: m[1], fresh: m[3] == "false"})
+			}
+			if m := busyLast.FindStringSubmatch(line); m != nil {
+				c.decisions[m[1]]++
 			}
 		}
 		f.Close()
 	}
-	extra := map[string]int{}
-	for guid, ts := range tries {
+	later := func(ts []try) (n int) {
 		slices.SortFunc(ts, func(a, b try) int { return strings.Compare(a.at, b.at) })
 		for _, t := range ts[1:] {
 			if t.fresh {
-				extra[guid]++
+				n++
 			}
 		}
+		return n
 	}
-	return extra
+	for guid, ts := range tries {
+		if n := later(ts); n > 0 {
+			c.extra[guid] = n
+		}
+	}
+	for guid, ts := range busy {
+		c.lineages[guid] = 1 + later(ts)
+	}
+	return c
 }
 
 // --- the accounting --------------------------------------------------
@@ -894,11 +922,10 @@ func (r *run) account() row {
 	// Claims the broker queued twice though published once: each extra
 	// fresh copy starts a lineage of its own (docs/safety.md), which is
 	// not the relay's fork.
-	dups := map[string]int{}
-	brokerDups := 0
-	for guid, n := range r.extraCopies() {
+	logs := r.readLogs()
+	brokerDups, deadExtra := 0, 0
+	for guid, n := range logs.extra {
 		if r.copies[guid] == 1 && n > 0 {
-			dups[guid] = n
 			brokerDups++
 		}
 	}
@@ -929,16 +956,22 @@ func (r *run) account() row {
 				r.t.Errorf("%s (good) dead-lettered: %s", guid, why[guid])
 			}
 		case "busy":
-			// A lineage ends in one dead copy; a copy published again
-			// after an unknown outcome starts one of its own. More dead
-			// copies than copies that may have been queued is a fork.
-			// More calls than a lineage's are not one: a connection lost
-			// between a 503 and its delayed copy's confirm leaves the step
-			// unrecorded, and the redelivered claim is called at that step
-			// again.
-			if dead[guid] > r.copies[guid]+dups[guid] {
+			// A lineage ends in one dead-letter decision; a fresh copy
+			// (published again after an unknown outcome, or queued twice
+			// by the broker) starts one of its own. More decisions after
+			// a call than lineages is a fork. More dead copies than
+			// decisions is not the relay's: at-least-once dead-lettering
+			// may send one rejected copy to claim.dead twice across a
+			// partition. More calls than a lineage's are not a fork
+			// either: a connection lost between a 503 and its delayed
+			// copy's confirm leaves the step unrecorded, and the
+			// redelivered claim is called at that step again.
+			if lin := max(1, logs.lineages[guid]); logs.decisions[guid] > lin {
 				w.busyMulti++
-				r.t.Errorf("%s (BUSY) has %d dead copies of %d copies that may have been queued (%d calls)", guid, dead[guid], r.copies[guid], calls)
+				r.t.Errorf("%s (BUSY) has %d dead-letter decisions after a call in %d lineages (%d calls, %d dead copies)", guid, logs.decisions[guid], lin, calls, dead[guid])
+			}
+			if dead[guid] > max(1, logs.decisions[guid]) {
+				deadExtra++
 			}
 			if calls > lineageCalls*r.copies[guid] {
 				busyCalls++
@@ -970,8 +1003,8 @@ func (r *run) account() row {
 		codes = append(codes, fmt.Sprintf("%d×%d", n, c))
 	}
 	slices.Sort(codes)
-	w.note = fmt.Sprintf("%.0fs; %s; publish runs %d (exit %s, slowest %.1fs); consumer restarts %d%s; BUSY claims called beyond one lineage per copy %d; claims published once and queued twice by the broker %d",
-		r.cfg.seconds.Seconds(), strings.Join(r.faults, ", "), r.publishes, strings.Join(codes, " "), r.slowest.Seconds(), r.restarts, recon, busyCalls, brokerDups)
+	w.note = fmt.Sprintf("%.0fs; %s; publish runs %d (exit %s, slowest %.1fs); consumer restarts %d%s; BUSY claims called beyond one lineage per copy %d; claims published once and queued twice by the broker %d; BUSY claims with more dead copies than dead-letter decisions %d",
+		r.cfg.seconds.Seconds(), strings.Join(r.faults, ", "), r.publishes, strings.Join(codes, " "), r.slowest.Seconds(), r.restarts, recon, busyCalls, brokerDups, deadExtra)
 	r.t.Logf("%s", w)
 	return w
 }
