@@ -288,6 +288,18 @@ func (r *run) awaitWhole(limit time.Duration) {
 // leader is the node (1-based) holding queue's Raft leader, asked of the
 // first node that answers.
 func (r *run) leader(queue string) int {
+	// Right after a heal or a restart a queue may have no leader for a
+	// while (an election): ask again for up to a minute.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		if n := r.leaderNow(queue); n > 0 {
+			return n
+		}
+	}
+	r.t.Fatalf("no node names %s's leader", queue)
+	return 0
+}
+
+func (r *run) leaderNow(queue string) int {
 	for n := 1; n <= 3; n++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		out, err := r.ctl(n).Run(ctx, "-q", "list_queues", "-p", r.vh.Name, "--formatter", "json", "name", "leader")
@@ -313,7 +325,6 @@ func (r *run) leader(queue string) int {
 			}
 		}
 	}
-	r.t.Fatalf("no node names %s's leader", queue)
 	return 0
 }
 
