@@ -67,7 +67,7 @@ type flags struct {
 	metricsToken                             *string
 	maxSeconds                               *float64
 	prefetch, pauseAfter, unreadyAfter       *int
-	httpTimeout, storeWait                   *time.Duration
+	httpTimeout, storeWait, stallAfter       *time.Duration
 	json, pauseWhenDown                      *bool
 	createStore, initStore                   *bool
 	failOnDead                               *float64 // nil unless given
@@ -100,6 +100,7 @@ func defineFlags(fs *flag.FlagSet) *flags {
 	f.logFormat = fs.String("log-format", "text", "log `format` on stderr: text or json")
 	f.retain = fs.String("retain", "", "prune the records of claims delivered longer ago than `age` (90d, 36h; default: keep them)")
 	f.storeWait = fs.Duration("store-wait", 10*time.Minute, "wait out a dedup store that does not answer (a database restarting, a full disk) for at most `duration`, holding claims back, before exiting 74 (0: exit at the first failure)")
+	f.stallAfter = fs.Duration("stall-after", 0, "with a prefetch slot free and claim.in holding ready claims, give up a connection that got no delivery for `duration` (its node cut off from the queue's leader) and connect to the next address of EAI_AMQP_URL (0: never)")
 	f.unreadyAfter = fs.Int("unready-after", 5, "/readyz answers 503 after `n` partner calls in a row that failed (paused or not)")
 	f.createStore = fs.Bool("create-store", true, "create the dedup store (and its directory) when it is not there; false: exit 78 instead (the production profile's)")
 	f.initStore = fs.Bool("init-store", false, "create the dedup store if it is not there, say what was done, and exit: a deployment's first step (--claim not needed)")
@@ -140,6 +141,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return config{}, cli.Usagef("--pause-after must be from 1 to 1000")
 	case *f.storeWait < 0 || *f.storeWait > 24*time.Hour:
 		return config{}, cli.Usagef("--store-wait must be from 0 to 24h, not %s", *f.storeWait)
+	case *f.stallAfter != 0 && (*f.stallAfter < 2*time.Second || *f.stallAfter > time.Hour):
+		return config{}, cli.Usagef("--stall-after must be 0 (never) or from 2s to 1h, not %s", *f.stallAfter)
 	case *f.unreadyAfter < 1 || *f.unreadyAfter > 1000:
 		return config{}, cli.Usagef("--unready-after must be from 1 to 1000")
 	case *f.metricsToken != "" && *f.metricsAddr == "":
@@ -215,7 +218,7 @@ func (f *flags) relayConfig(getenv func(string) string) (relay.Config, error) {
 	return relay.Config{
 		URL: amqpURL, Getenv: getenv, Claims: endpoint,
 		Prefetch: *f.prefetch, HTTPTimeout: *f.httpTimeout, Accept: accept,
-		Store: store.Path(getenv), Sync: mode, StoreWait: *f.storeWait, NoCreateStore: !*f.createStore,
+		Store: store.Path(getenv), Sync: mode, StoreWait: *f.storeWait, StallAfter: *f.stallAfter, NoCreateStore: !*f.createStore,
 		MaxRun: maxRun, Retry: plan, PauseWhenDown: *f.pauseWhenDown, PauseAfter: *f.pauseAfter, UnreadyAfter: *f.unreadyAfter,
 		MetricsAddr: *f.metricsAddr, MetricsTokenFile: *f.metricsToken, Retain: keep, JSON: *f.json, FailOnDead: f.failOnDead,
 	}, nil

@@ -117,6 +117,19 @@
 // backoff (250 ms doubling to 5 s) until any HTTP answer comes back. The
 // summary says how long it was paused and why.
 //
+// With --stall-after d, a connection that got no delivery for d while a
+// prefetch slot was free and claim.in held ready claims is given up, and
+// the consumer connects to the next address of EAI_AMQP_URL (the node it
+// left goes last). That is a node cut off from its cluster's majority
+// that stays up and keeps its clients (RabbitMQ 4 with Khepri, which has
+// no pause_minority): nothing from the broker says so, and the claims
+// reach the consumers on the majority's nodes only. A consumer on such a
+// node connects elsewhere within d plus a quarter of d (at least 1 s);
+// the claims it held were given back by the queue's leader and meet
+// their record when redelivered. A value well above the partner's usual
+// answer time (d is a span without any delivery at all) never fires on a
+// healthy node. docs/fault-suite.md has the partition runs.
+//
 // A dedup store that stops answering for a while (a PostgreSQL server
 // restarting or failing over, an SQLite file system that fills and is
 // freed again) is waited out, for at most --store-wait (default 10m): no
@@ -238,9 +251,9 @@
 //	                      1000 (default 3)
 //	--fail-on-dead PCT    exit 1 when more than PCT percent (0 to 100) of the
 //	                      claims settled were dead-lettered
-//	--store-wait d        wait out a dedup store that does not answer for at
-//	                      most d, 0 to 24h (default 10m; 0: exit 74 at the
-//	                      first failure)
+//	--store-wait d        wait out a dedup store that does not answer, up to
+//	                      d, 0 to 24h (default 10m; 0: exit 74 at once)
+//	--stall-after d       stalled for d: the next address (2s to 1h; 0 never)
 //	--metrics-addr ADDR   serve /metrics, /healthz, /readyz on host:port
 //	--metrics-token-file FILE
 //	                      /metrics asks for FILE's token (bearer; default none)

@@ -28,6 +28,21 @@ scripts/pg-up.sh
 echo "== local cluster (quorum queues, ports 5681-5683)"
 scripts/cluster.sh up
 
+# One partition run of at most 90 s on a cluster of its own in network
+# namespaces (docs/fault-suite.md#network-partitions), before go test
+# loads the machine; instance 9, so that a long partitions.sh run (instance
+# 0 by default) may go on beside the suite. The script removes its
+# namespaces on every exit; that they are gone is checked here, whatever
+# the run's outcome.
+echo "== network partitions, short (scripts/partitions.sh -short -instance 9)"
+part_rc=0
+scripts/partitions.sh -short -instance 9 || part_rc=$?
+if ip netns list | grep -q '^eaimqp9-'; then
+	echo "test.sh: partitions.sh left network namespaces behind: $(ip netns list | grep '^eaimqp9-' | tr '\n' ' ')" >&2
+	exit 1
+fi
+[ "$part_rc" = 0 ] || { echo "test.sh: scripts/partitions.sh -short failed (exit $part_rc)" >&2; exit 1; }
+
 say() { echo "test.sh: $*"; }
 die() { echo "test.sh: $*" >&2; exit 1; }
 . scripts/lib/apt.sh

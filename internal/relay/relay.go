@@ -87,6 +87,11 @@ type Config struct {
 	// MetricsTokenFile holds the bearer token /metrics asks for ("":
 	// none; metrics.Serve).
 	MetricsTokenFile string
+	// StallAfter gives a session up when, for this long, a prefetch slot
+	// was free and no delivery came while claim.in held ready claims: its
+	// node is cut off from the queue's leader (stall.go). The consumer
+	// then connects to the next address of URL. 0: never.
+	StallAfter time.Duration
 	// Retain prunes the records of claims delivered longer ago (0: keep).
 	Retain time.Duration
 	// JSON prints the summary as one JSON object instead of its line.
@@ -118,6 +123,9 @@ type Hooks struct {
 	// table in docs/figures.md measure what each buys.
 	NoAckBatch bool
 	Ablation   store.Ablation
+	// Deliveries, when set, stands between the first session's consumer
+	// and the relay: what it returns is what the relay receives.
+	Deliveries func(<-chan amqp.Delivery) <-chan amqp.Delivery
 }
 
 // relay moves claims from claim.in to the partner.
@@ -136,6 +144,8 @@ type relay struct {
 	metrics   *metrics.Consumer // --metrics-addr (nil: none)
 	stats     stats
 	hard      context.Context // ends only on a second signal: abandon everything
+	urlMu     sync.Mutex
+	url       string // the address list after a stall reordered it ("": cfg.URL)
 	flight    inFlight
 
 	// fatal is closed by stop, which sets why first: a store failure, a

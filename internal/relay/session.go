@@ -105,6 +105,9 @@ func (r *relay) consume(interrupted, soft context.Context) error {
 			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
+		if first && r.cfg.Hooks.Deliveries != nil {
+			deliveries = r.cfg.Hooks.Deliveries(deliveries)
+		}
 		first, backoff = false, 100*time.Millisecond
 		err = r.session(soft, conn, s, deliveries, work)
 		r.connected.Store(false)
@@ -127,6 +130,13 @@ func (r *relay) consume(interrupted, soft context.Context) error {
 		// class and ends the run; a lost connection has none: reconnect.
 		if fail.Of(err) != fail.None {
 			return err
+		}
+		if errors.Is(err, errStalled) {
+			// Dialled in order again, the list would lead back to the
+			// node given up on: the next address comes first, that one last.
+			r.setURL(nextFirst(r.dialURL(), conn.RemoteAddr()))
+			r.cfg.Log.Warn("session stalled; connecting to the next address", "err", err, "node", conn.RemoteAddr().String(), "stall_after", r.cfg.StallAfter)
+			continue
 		}
 		r.cfg.Log.Warn("connection lost; reconnecting", "err", err)
 	}
@@ -191,7 +201,7 @@ func (r *relay) workers(soft context.Context) (work chan<- job, stop func()) {
 func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *session, <-chan amqp.Delivery, error) {
 	// ctx (the run) ends a connect or handshake at once: a SIGINT while
 	// the broker is slow to answer must not wait out the timeout.
-	conn, err := r.dialer.Dial(ctx, r.cfg.URL)
+	conn, err := r.dialer.Dial(ctx, r.dialURL())
 	if err != nil {
 		return nil, nil, nil, fail.New(fail.Unavailable, err)
 	}
@@ -249,7 +259,7 @@ func (r *relay) open(conn *amqp.Connection) (*session, <-chan amqp.Delivery, err
 		acks:  newAcker(ch, r.cfg.Hooks.NoAckBatch),
 		route: newDeadRoute(conn, canBind),
 		delay: newDelayer(func(ctx context.Context) (*amqp.Connection, error) {
-			return copies.Dial(ctx, r.cfg.URL)
+			return copies.Dial(ctx, r.dialURL())
 		}, r.cfg.Log),
 	}
 	if err := ch.Qos(r.cfg.Prefetch, 0, false /* per consumer */); err != nil {
@@ -275,6 +285,8 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, s *session,
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	watch := r.watchSession(conn) // the queues' depth (metrics)
 	defer watch.end()
+	stall := r.watchStall(conn, acks) // --stall-after (nil: off)
+	defer stall.end()
 	r.acks.Store(acks)
 	defer r.acks.CompareAndSwap(acks, nil)
 	var inflight sync.WaitGroup
@@ -309,10 +321,17 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, s *session,
 			return lost(e)
 		case e := <-chClosed:
 			return lost(e)
+		case <-stall.fired():
+			// Its deliveries are unacked at the broker: closing the
+			// connection (the caller) gives them back at once. The workers
+			// still holding one finish it; their ack is refused, and the
+			// copy redelivered elsewhere meets the record.
+			return errStalled
 		case <-storeDown:
 			if err := r.holdBack(ch, deliveries); err != nil {
 				return err
 			}
+			stall.hold(true)
 			deliveries, reopened = nil, r.storeDown.whenOpen()
 		case <-reopened:
 			var err error
@@ -320,6 +339,7 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, s *session,
 				return fmt.Errorf("consume %s again: %w", topo.Queue, err) // a session to start over
 			}
 			reopened = nil
+			stall.hold(false)
 			r.cfg.Log.Info("the dedup store answers: consuming again")
 		case d, ok := <-deliveries:
 			if !ok {
@@ -333,6 +353,7 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, s *session,
 				return drain()
 			}
 			acks.took(&d)
+			stall.delivered()
 			inflight.Add(1)
 			// Every worker may be busy for as long as a call takes: the
 			// hand-off watches every stop, as the loop does.
