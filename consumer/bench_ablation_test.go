@@ -4,10 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
+	"eaimq/internal/benchtest"
 	"eaimq/internal/relay"
 	"eaimq/internal/store"
 )
@@ -67,8 +67,8 @@ func BenchmarkConsumerAblation(b *testing.B) {
 			}
 			h.hooks = relay.Hooks{}
 			for i, a := range ablations[1:] {
-				spread(b, gain[i+1], "on/off-rate-"+a.name)
-				spread(b, cpuCost[i+1], "off/on-cpu-"+a.name)
+				benchtest.Spread(b, gain[i+1], "on/off-rate-"+a.name)
+				benchtest.Spread(b, cpuCost[i+1], "off/on-cpu-"+a.name)
 			}
 		})
 	}
@@ -88,18 +88,3 @@ func benchAblation(b *testing.B) relay.Hooks {
 }
 
 var benchAblate = flag.String("bench-ablate", "", "the mechanism the history benchmark turns off (no-known, no-solo, ...)")
-
-// spread reports the median, least and greatest of ratios.
-func spread(b *testing.B, ratios []float64, name string) {
-	if len(ratios) == 0 {
-		return
-	}
-	s := slices.Sorted(slices.Values(ratios))
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	b.ReportMetric(med, "median-"+name)
-	b.ReportMetric(s[0], "min-"+name)
-	b.ReportMetric(s[len(s)-1], "max-"+name)
-}

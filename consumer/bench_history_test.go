@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,46 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"eaimq/internal/benchtest"
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/store"
 )
-
-// earlierRecords fills a new store at path with n delivered records, as a
-// long-running consumer leaves them: random 32-hex-digit message_ids (a
-// new claim's record lands anywhere in the table, not at its end, and the
-// pages are as full as in a store grown claim by claim), a claimId, one
-// call, status 201, the reason word. They are written in bulk, in one
-// statement (not timed; 1,000,000 claims through the broker would take
-// minutes); the schema is the store's own, made by store.Open.
-func earlierRecords(b *testing.B, path string, n int) {
-	st, err := store.Open(path, store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	st.Close()
-	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	// A cache as large as the table, on this connection only: the rows
-	// land at random, and with SQLite's default 2 MiB each insert would
-	// read its page from the file (10,000,000 took minutes).
-	if _, err := db.Exec(`PRAGMA cache_size=-4000000`); err != nil {
-		b.Fatal(err)
-	}
-	now := time.Now().UnixMilli()
-	if _, err := db.Exec(`WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?)
-		INSERT INTO claims (message_id, state, claim_id, attempts, failures, last_status, reason, updated_at, done_at)
-		SELECT lower(hex(randomblob(16))), 'done', 'C-' || n, 1, 0, 201, 'delivered', ? - n, ? - n FROM i`, n, now, now); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		b.Fatal(err)
-	}
-}
 
 // BenchmarkConsumerHistory is the cost of work done before: the drain rate
 // of the consumer (prefetch 5, --sync full, instant partner, a new process
@@ -78,7 +42,7 @@ func BenchmarkConsumerHistory(b *testing.B) {
 			dir := b.TempDir()
 			full := filepath.Join(dir, "full.db")
 			built := time.Now()
-			earlierRecords(b, full, c.records)
+			benchtest.EarlierRecords(b, full, c.records)
 			b.Logf("%d earlier records written in %s", c.records, time.Since(built).Round(time.Second))
 			fi, err := os.Stat(full)
 			if err != nil {
@@ -106,8 +70,8 @@ func BenchmarkConsumerHistory(b *testing.B) {
 				cpu = append(cpu, float64(cf)/float64(ce))
 			}
 			b.ReportMetric(float64(onEmpty)/float64(onFull), c.name+"/empty")
-			spread(b, rate, "full/empty-rate")
-			spread(b, cpu, "full/empty-cpu")
+			benchtest.Spread(b, rate, "full/empty-rate")
+			benchtest.Spread(b, cpu, "full/empty-cpu")
 			b.ReportMetric(float64(n*b.N)/onEmpty.Seconds(), "claims/s-empty")
 			b.ReportMetric(float64(n*b.N)/onFull.Seconds(), "claims/s-full")
 			b.ReportMetric(float64(fi.Size())/(1<<20), "MiB-earlier-records")

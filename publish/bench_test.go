@@ -15,6 +15,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"eaimq/internal/benchtest"
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/rabbitctl"
@@ -129,27 +130,11 @@ func BenchmarkPublishBulk(b *testing.B) {
 			o.Round(time.Millisecond), r.Round(time.Millisecond), float64(r)/float64(o))
 	}
 	b.ReportMetric(float64(bareAll)/float64(oursAll), "publish/bare")
-	reportSpread(b, publishFirst, "publish-first")
-	reportSpread(b, bareFirst, "bare-first")
-	reportSpread(b, append(slices.Clone(publishFirst), bareFirst...), "all")
+	benchtest.Spread(b, publishFirst, "publish-first")
+	benchtest.Spread(b, bareFirst, "bare-first")
+	benchtest.Spread(b, append(slices.Clone(publishFirst), bareFirst...), "all")
 	b.ReportMetric(float64(bulkClaims)*float64(b.N)/oursAll.Seconds(), "claims/s")
 	b.ReportMetric(float64(bulkClaims)*float64(b.N)/bareAll.Seconds(), "bare-claims/s")
-}
-
-// reportSpread reports the median, least and greatest of ratios (nothing
-// when there are none).
-func reportSpread(b *testing.B, ratios []float64, name string) {
-	if len(ratios) == 0 {
-		return
-	}
-	s := slices.Sorted(slices.Values(ratios))
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	b.ReportMetric(med, "median-"+name)
-	b.ReportMetric(s[0], "min-"+name)
-	b.ReportMetric(s[len(s)-1], "max-"+name)
 }
 
 // emptyQueue purges claim.in, so that each turn starts on an empty queue.

@@ -2,18 +2,17 @@ package store
 
 import (
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"eaimq/internal/benchtest"
 	"eaimq/internal/claim"
 	"eaimq/internal/pgtest"
 )
@@ -205,11 +204,11 @@ func BenchmarkStoreAblation(b *testing.B) {
 		sharedCPU = append(sharedCPU, float64(cpu[last])/float64(cpu[1]))
 	}
 	for i, a := range storeAblations[1 : len(storeAblations)-1] {
-		spread(b, gain[i+1], "on/off-rate-"+a.name)
-		spread(b, cpuCost[i+1], "off/on-cpu-"+a.name)
+		benchtest.Spread(b, gain[i+1], "on/off-rate-"+a.name)
+		benchtest.Spread(b, cpuCost[i+1], "off/on-cpu-"+a.name)
 	}
-	spread(b, sharedGain, "on/off-rate-no-wal-sync-shared")
-	spread(b, sharedCPU, "off/on-cpu-no-wal-sync-shared")
+	benchtest.Spread(b, sharedGain, "on/off-rate-no-wal-sync-shared")
+	benchtest.Spread(b, sharedCPU, "off/on-cpu-no-wal-sync-shared")
 }
 
 // cpuTime is the CPU this process has used, user and system (rusage).
@@ -219,52 +218,6 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// spread reports the median, least and greatest of ratios.
-func spread(b *testing.B, ratios []float64, name string) {
-	s := slices.Sorted(slices.Values(ratios))
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	b.ReportMetric(med, "median-"+name)
-	b.ReportMetric(s[0], "min-"+name)
-	b.ReportMetric(s[len(s)-1], "max-"+name)
-}
-
-// earlierRecords fills a new SQLite store at path with n delivered
-// records, as a long-running consumer leaves them: random 32-hex-digit
-// message_ids (each lands anywhere in the table, so its pages are as full
-// as a store grown claim by claim), a claimId, one call, status 201. In
-// bulk, in one statement (not timed); the schema is the store's own.
-func earlierRecords(b *testing.B, path string, n int) {
-	s, err := Open(path, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.Close()
-	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	// A cache as large as the table: the inserts land at random, and
-	// with SQLite's default 2 MiB every one would read its page from the
-	// file. (This connection's only.)
-	if _, err := db.Exec(`PRAGMA cache_size=-4000000`); err != nil {
-		b.Fatal(err)
-	}
-	now := time.Now().UnixMilli()
-	if _, err := db.Exec(`WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?)
-		INSERT INTO claims (message_id, state, claim_id, attempts, failures, last_status, reason, updated_at, done_at)
-		SELECT lower(hex(randomblob(16))), 'done', 'C-' || n, 1, 0, 201, 'delivered', ? - n, ? - n FROM i`, n, now, now); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		b.Fatal(err)
-	}
 }
 
 // BenchmarkStoreHistory is the store's side of a drain on a file that
@@ -286,7 +239,7 @@ func BenchmarkStoreHistory(b *testing.B) {
 				const n, p = 3000, 5
 				dir := b.TempDir()
 				full := filepath.Join(dir, "full.db")
-				earlierRecords(b, full, records)
+				benchtest.EarlierRecords(b, full, records)
 				var rate, cpuRatio []float64
 				round := 0
 				for b.Loop() {
@@ -306,8 +259,8 @@ func BenchmarkStoreHistory(b *testing.B) {
 					rate = append(rate, float64(te)/float64(tf))
 					cpuRatio = append(cpuRatio, float64(cf)/float64(ce))
 				}
-				spread(b, rate, "full/empty-rate")
-				spread(b, cpuRatio, "full/empty-cpu")
+				benchtest.Spread(b, rate, "full/empty-rate")
+				benchtest.Spread(b, cpuRatio, "full/empty-cpu")
 			})
 		}
 	}
