@@ -14,6 +14,7 @@ import (
 	"eaimq/internal/cli"
 	"eaimq/internal/dlq"
 	"eaimq/internal/fail"
+	"eaimq/internal/metrics"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -164,7 +165,7 @@ func ingest(ctx context.Context, c config, getenv func(string) string, stderr io
 	}
 	defer st.Close()
 	if c.metrics != "" {
-		m := dlq.NewIngestMetrics()
+		m := metrics.NewIngest()
 		addr, err := m.Serve(ctx, c.metrics)
 		if err != nil {
 			return fail.New(fail.Config, err)

@@ -16,6 +16,7 @@ import (
 	"eaimq/internal/broker"
 	"eaimq/internal/claim"
 	"eaimq/internal/fail"
+	"eaimq/internal/metrics"
 	"eaimq/internal/retry"
 	"eaimq/internal/store"
 	"eaimq/internal/store/deadletter"
@@ -59,7 +60,7 @@ type IngestConfig struct {
 	// archive queue to rows).
 	ArchiveQueue bool
 	// Metrics, when set, are reported to (dlq ingest -metrics-addr).
-	Metrics *IngestMetrics
+	Metrics *metrics.Ingest
 	Hooks   IngestHooks
 }
 
@@ -156,7 +157,7 @@ func Ingest(ctx context.Context, getenv func(string) string, st store.Store, c I
 		return fail.Errorf(fail.IO, "count the dead letters in the store %s: %w", st.Path(), err)
 	}
 	in.rows = n
-	in.c.Metrics.counted(in.rows, in.c.MaxRows)
+	in.c.Metrics.Counted(in.rows, in.c.MaxRows)
 	conn, err := Dial(ctx, getenv)
 	if err != nil {
 		return err
@@ -169,24 +170,24 @@ func Ingest(ctx context.Context, getenv func(string) string, st store.Store, c I
 		if in.rows >= in.c.MaxRows {
 			// Said here, at start as after a session: a table full
 			// before this run began is as silent as one filled now.
-			in.c.Metrics.stop(stoppedFull, true)
+			in.c.Metrics.Stop(metrics.StoppedFull, true)
 			in.pause(fmt.Sprintf("%d dead letter(s) in the store, at -max-rows %d: stopped taking more; %s keeps the rest "+
 				"(raise -max-rows, or make room in the store)", in.rows, in.c.MaxRows, in.queue))
 			if err := in.wait(ctx, in.hasRoom); err != nil {
 				return nil // ctx ended while waiting: nothing held
 			}
-			in.c.Metrics.stop(stoppedFull, false)
+			in.c.Metrics.Stop(metrics.StoppedFull, false)
 			fmt.Fprintf(log, "dlq ingest: %d dead letter(s) in the store, under -max-rows %d again; consuming %s\n",
 				in.rows, in.c.MaxRows, in.queue)
 		}
 		err := in.session(ctx, conn)
 		switch {
 		case errors.Is(err, errPaused) && in.storeErr != nil:
-			in.c.Metrics.stop(stoppedStore, true)
+			in.c.Metrics.Stop(metrics.StoppedStore, true)
 			if in.wait(ctx, in.storeAnswers) != nil {
 				return nil
 			}
-			in.c.Metrics.stop(stoppedStore, false)
+			in.c.Metrics.Stop(metrics.StoppedStore, false)
 			fmt.Fprintf(log, "dlq ingest: the store %s answers again; consuming %s\n", st.Path(), in.queue)
 			in.storeErr = nil
 		case errors.Is(err, errPaused):
@@ -220,7 +221,7 @@ func (in *ingester) hasRoom(ctx context.Context) bool {
 	n, err := in.dl.CountDeadLetters(ctx, deadletter.Query{})
 	if err == nil {
 		in.rows = n
-		in.c.Metrics.counted(in.rows, in.c.MaxRows)
+		in.c.Metrics.Counted(in.rows, in.c.MaxRows)
 	}
 	return err == nil && n < in.c.MaxRows
 }
@@ -341,11 +342,11 @@ func (in *ingester) flush(ctx context.Context, batch []amqp.Delivery) error {
 // would come back in every batch).
 func (in *ingester) put(ctx context.Context, rows []deadletter.Row) error {
 	before := in.rows
-	defer func() { in.c.Metrics.counted(in.rows, in.c.MaxRows) }()
+	defer func() { in.c.Metrics.Counted(in.rows, in.c.MaxRows) }()
 	added, err := in.dl.PutDeadLetters(ctx, rows)
 	in.rows += int64(added)
 	if err == nil {
-		in.c.Metrics.batch(added, len(rows))
+		in.c.Metrics.Batch(added, len(rows))
 		return nil
 	}
 	if len(rows) == 0 || in.st.Ping(ctx) != nil {
@@ -364,7 +365,7 @@ func (in *ingester) put(ctx context.Context, rows []deadletter.Row) error {
 		}
 		in.rows += int64(added)
 	}
-	in.c.Metrics.batch(int(in.rows-before), len(rows))
+	in.c.Metrics.Batch(int(in.rows-before), len(rows))
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claim"
+	"eaimq/internal/metrics"
 	"eaimq/internal/pgtest"
 	"eaimq/internal/store"
 	"eaimq/internal/store/deadletter"
@@ -109,7 +110,9 @@ func (w *ingestWorld) rows(t *testing.T, q deadletter.Query) []deadletter.Row {
 // drained waits until claim.dead holds nothing, ready or unacked.
 func (w *ingestWorld) drained(t *testing.T) {
 	t.Helper()
-	brokertest.Eventually(t, 30*time.Second, "claim.dead empty, nothing unacked", func() bool {
+	// A liveness wait, not a speed test: generous, for the suite's -race
+	// on a loaded machine.
+	brokertest.Eventually(t, 2*time.Minute, "claim.dead empty, nothing unacked", func() bool {
 		q := w.vh.Queues(t)[topo.DeadQueue]
 		return q.Messages == 0 && q.Unacked == 0
 	})
@@ -233,7 +236,7 @@ func TestIngestRecognisesACrashBetweenCommitAndAck(t *testing.T) {
 				q := w.vh.Queues(t)[topo.DeadQueue]
 				return q.Messages == 30 && q.Unacked == 0
 			})
-			m := NewIngestMetrics()
+			m := metrics.NewIngest()
 			mctx, mstop := context.WithCancel(context.Background())
 			defer mstop()
 			addr, err := m.Serve(mctx, "127.0.0.1:0")
@@ -304,7 +307,7 @@ func TestIngestStopsAtMaxRows(t *testing.T) {
 			w.deadLetters(t, "full", 30)
 			stopped := make(chan string, 1)
 			var log brokertest.Buffer
-			m := NewIngestMetrics()
+			m := metrics.NewIngest()
 			mctx, mstop := context.WithCancel(context.Background())
 			defer mstop()
 			addr, err := m.Serve(mctx, "127.0.0.1:0")

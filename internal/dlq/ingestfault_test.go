@@ -17,6 +17,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
+	"eaimq/internal/metrics"
 	"eaimq/internal/store"
 	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
@@ -145,8 +146,11 @@ func TestIngestFaultKilled(t *testing.T) {
 // (PostgreSQL's crash is TestIngestWaitsForACrashedPostgres.)
 func TestIngestFaultSQLiteDiskFull(t *testing.T) {
 	fsdir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", fsdir).CombinedOutput(); err != nil {
-		t.Fatalf("mount an 8 MiB tmpfs for the store (the tests run as root): %v: %s", err, out)
+	// 32 MiB: room for the 2,000 rows with their word index (FTS4) and
+	// the WAL once the filler is gone; in 8 MiB the freed disk still could
+	// not hold them, and ingestion stalled for good.
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", fsdir).CombinedOutput(); err != nil {
+		t.Fatalf("mount a 32 MiB tmpfs for the store (the tests run as root): %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", fsdir).Run() })
 	w := newIngestWorld(t, filepath.Join(fsdir, "processed.db"))
@@ -429,9 +433,9 @@ func settle(t *testing.T, dcs []*amqp.DeferredConfirmation) {
 	}
 }
 
-func serveIngestMetrics(t *testing.T) (*IngestMetrics, string) {
+func serveIngestMetrics(t *testing.T) (*metrics.Ingest, string) {
 	t.Helper()
-	m := NewIngestMetrics()
+	m := metrics.NewIngest()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	addr, err := m.Serve(ctx, "127.0.0.1:0")

@@ -12,7 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// exported is every sample name a consumer's /metrics can carry: the
+// exported is every sample name a consumer's /metrics (or dlq ingest's)
+// can carry: the
 // families of its registry, with a histogram's _bucket, _sum and _count.
 // Every method is called once first, so that a labelled family has a
 // series; Describe, which lists the families whether or not they have
@@ -21,11 +22,24 @@ func exported(t *testing.T) map[string]bool {
 	t.Helper()
 	m := New(Live{Ready: func() (bool, string) { return true, "" }, Failures: func() int64 { return 0 }, Unacked: func() int64 { return 0 }, VHost: "v"})
 	callEach(m)
-	families, err := m.reg.Gather()
+	names := map[string]bool{}
+	gathered(t, m.reg, names)
+	// dlq ingest's, which the same rules, dashboard and docs name.
+	in := NewIngest()
+	in.Counted(1, 2)
+	in.Batch(1, 1)
+	gathered(t, in.reg, names)
+	return names
+}
+
+// gathered adds reg's sample names to names, and checks that every
+// family it describes has a series.
+func gathered(t *testing.T, reg *prometheus.Registry, names map[string]bool) {
+	t.Helper()
+	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[string]bool{}
 	for _, f := range families {
 		n := f.GetName()
 		names[n] = true
@@ -40,14 +54,13 @@ func exported(t *testing.T) map[string]bool {
 		}
 	}
 	descs := make(chan *prometheus.Desc, 100)
-	go func() { m.reg.Describe(descs); close(descs) }()
+	go func() { reg.Describe(descs); close(descs) }()
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
 	for d := range descs {
 		if n := fq.FindStringSubmatch(d.String()); n == nil || !names[n[1]] {
 			t.Errorf("a family has no series in the scrape (call its method above): %s", d)
 		}
 	}
-	return names
 }
 
 // named is every eaimq_ metric name a file mentions.
@@ -69,7 +82,7 @@ func named(t *testing.T, path string) []string {
 
 // TestRulesAndDashboardNameExportedMetrics: every metric the alert rules,
 // their unit tests, the scrape configuration and the Grafana dashboard
-// name is one the consumer exports, so that no alert waits on a series
+// name is one the consumer or dlq ingest exports, so that no alert waits on a series
 // that never comes (an absent series makes an alert expression empty,
 // which is silence, not an alarm).
 func TestRulesAndDashboardNameExportedMetrics(t *testing.T) {
@@ -87,14 +100,14 @@ func TestRulesAndDashboardNameExportedMetrics(t *testing.T) {
 		}
 		for _, n := range names {
 			if !have[n] {
-				t.Errorf("%s names %s, which the consumer does not export", f, n)
+				t.Errorf("%s names %s, which neither the consumer nor dlq ingest exports", f, n)
 			}
 		}
 	}
 }
 
 // TestMetricsDocumented: the metrics table of docs/retries-and-metrics.md
-// lists every eaimq_ metric the consumer exports, and the operator's docs
+// lists every eaimq_ metric the consumer and dlq ingest export, and the operator's docs
 // name no other.
 func TestMetricsDocumented(t *testing.T) {
 	have := exported(t)
@@ -113,7 +126,7 @@ func TestMetricsDocumented(t *testing.T) {
 	for _, f := range []string{"retries-and-metrics.md", "operations.md"} {
 		for _, n := range named(t, filepath.Join(docs, f)) {
 			if !have[n] && !notMetrics[n] {
-				t.Errorf("docs/%s names %s, which the consumer does not export", f, n)
+				t.Errorf("docs/%s names %s, which neither the consumer nor dlq ingest exports", f, n)
 			}
 		}
 	}

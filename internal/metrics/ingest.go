@@ -1,19 +1,17 @@
-package dlq
+package metrics
 
 import (
 	"context"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"eaimq/internal/metrics"
 )
 
-// IngestMetrics are dlq ingest's metrics (-metrics-addr), so that a table
+// Ingest is dlq ingest's metrics (-metrics-addr), so that a table
 // at its size bound, or a store that stopped ingestion, is an alert and
 // not only a line in the journal: the disk must never fill silently, and
 // dead letters left in claim.dead must not go unseen.
-type IngestMetrics struct {
+type Ingest struct {
 	reg        *prometheus.Registry
 	rows       prometheus.Gauge
 	maxRows    prometheus.Gauge
@@ -24,13 +22,13 @@ type IngestMetrics struct {
 
 // The reasons of eaimq_dlq_ingest_stopped.
 const (
-	stoppedFull  = "full"
-	stoppedStore = "store"
+	StoppedFull  = "full"  // at -max-rows
+	StoppedStore = "store" // the store failed
 )
 
-// NewIngestMetrics makes the metrics on a private registry.
-func NewIngestMetrics() *IngestMetrics {
-	m := &IngestMetrics{
+// NewIngest makes the metrics on a private registry.
+func NewIngest() *Ingest {
+	m := &Ingest{
 		reg: prometheus.NewRegistry(),
 		rows: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "eaimq_dlq_ingested_rows",
@@ -54,21 +52,21 @@ func NewIngestMetrics() *IngestMetrics {
 		}),
 	}
 	m.reg.MustRegister(m.rows, m.maxRows, m.stopped, m.ingested, m.duplicates)
-	m.stopped.WithLabelValues(stoppedFull)
-	m.stopped.WithLabelValues(stoppedStore)
+	m.stopped.WithLabelValues(StoppedFull)
+	m.stopped.WithLabelValues(StoppedStore)
 	return m
 }
 
 // Serve listens on addr and serves /metrics until ctx ends; the listen
 // happens before it returns, so that a port in use is an error at start.
-func (m *IngestMetrics) Serve(ctx context.Context, addr string) (listening string, err error) {
-	h, err := metrics.Handler(m.reg, "")
+func (m *Ingest) Serve(ctx context.Context, addr string) (listening string, err error) {
+	h, err := Handler(m.reg, "")
 	if err != nil {
 		return "", err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
-	listening, stop, err := metrics.Listen(ctx, "-metrics-addr", addr, mux)
+	listening, stop, err := Listen(ctx, "-metrics-addr", addr, mux)
 	if err != nil {
 		return "", err
 	}
@@ -76,23 +74,26 @@ func (m *IngestMetrics) Serve(ctx context.Context, addr string) (listening strin
 	return listening, nil
 }
 
-// The ingester's reports; each is a no-op on nil metrics.
+// The ingester's reports; each is a no-op on nil metrics (no
+// -metrics-addr). Counted: the rows in the table and the bound; Batch:
+// a batch's new rows of those taken; Stop: ingestion stopped (on) or
+// going again, and why.
 
-func (m *IngestMetrics) counted(rows, maxRows int64) {
+func (m *Ingest) Counted(rows, maxRows int64) {
 	if m != nil {
 		m.rows.Set(float64(rows))
 		m.maxRows.Set(float64(maxRows))
 	}
 }
 
-func (m *IngestMetrics) batch(added, taken int) {
+func (m *Ingest) Batch(added, taken int) {
 	if m != nil {
 		m.ingested.Add(float64(added))
 		m.duplicates.Add(float64(taken - added))
 	}
 }
 
-func (m *IngestMetrics) stop(reason string, on bool) {
+func (m *Ingest) Stop(reason string, on bool) {
 	if m != nil {
 		v := 0.0
 		if on {
