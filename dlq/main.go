@@ -13,6 +13,7 @@ import (
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlq"
+	"eaimq/internal/dlqcli"
 	"eaimq/internal/fail"
 	"eaimq/internal/metrics"
 	"eaimq/internal/store"
@@ -69,7 +70,7 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		defer trail.Close()
 		c.dlq.Audit = trail
 		if c.cmd == "history" {
-			return dlq.History(ctx, trail, c.dlq, stdout, stderr)
+			return dlqcli.History(ctx, trail, c.dlq, stdout, stderr)
 		}
 	}
 	var st store.Store
@@ -143,9 +144,9 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 
 	switch c.cmd {
 	case "list":
-		return dlq.List(ctx, b, c.dlq, stdout, stderr)
+		return dlqcli.List(ctx, b, c.dlq, stdout, stderr)
 	case "show":
-		return dlq.Show(ctx, b, c.dlq, stdout)
+		return dlqcli.Show(ctx, b, c.dlq, stdout)
 	case "replay":
 		return dlq.Replay(ctx, b, c.dlq, stdout, stderr)
 	case "edit":

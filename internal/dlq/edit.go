@@ -61,7 +61,7 @@ func Edit(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	m, err := findOne(ctx, b, c)
+	m, err := FindOne(ctx, b, c)
 	if err != nil {
 		return err
 	}
@@ -135,9 +135,9 @@ func replayEdit(ctx context.Context, old *Browser, c Config, rec *record, e *edi
 	return nil
 }
 
-// findOne walks to the one dead letter c.IDs[0] names: by key or
+// FindOne walks to the one dead letter c.IDs[0] names: by key or
 // message_id (the first), else as the claimId of exactly one.
-func findOne(ctx context.Context, b *Browser, c Config) (*dead, error) {
+func FindOne(ctx context.Context, b *Browser, c Config) (*dead, error) {
 	f := newFilter(c)
 	b.narrowTo(c)
 	var m *dead

@@ -78,9 +78,9 @@ func (f *filter) passes(m *dead) bool {
 		return false
 	case f.Status > 0 && (!m.Known || m.Rec.LastStatus != f.Status):
 		return false
-	case f.CrashLoop && !m.crashLoop():
+	case f.CrashLoop && !m.CrashLoop():
 		return false
-	case f.ByReason && m.reason() != f.Reason:
+	case f.ByReason && m.Reason() != f.Reason:
 		return false
 	case f.GUID != "" && guidOf(m.d.Body) != f.GUID:
 		return false

@@ -177,7 +177,7 @@ func (w *web) actor(who string) Actor {
 // crash-loop), and the last status for the reasons that have one.
 func groupOf(m *dead) (id, reason string, status int) {
 	reason = m.word()
-	if m.Known && !m.crashLoop() {
+	if m.Known && !m.CrashLoop() {
 		status = m.Rec.LastStatus
 	}
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", reason, status)))
@@ -196,14 +196,14 @@ func ref(m *dead) dlqweb.Ref {
 // newGroup is the group m starts.
 func newGroup(m *dead) *dlqweb.Group {
 	id, reason, status := groupOf(m)
-	g := &dlqweb.Group{ID: id, Reason: reason, Status: status, Sentence: m.sentence()}
+	g := &dlqweb.Group{ID: id, Reason: reason, Status: status, Sentence: m.Sentence()}
 	switch {
-	case m.crashLoop():
-		g.Sentence = m.crashSentence(true)
+	case m.CrashLoop():
+		g.Sentence = m.CrashSentence(true)
 	case m.NoStore || !m.Known:
-		g.Sentence = m.why()
+		g.Sentence = m.Why()
 	}
-	if m.Known && m.Rec.LastStatus != 0 && !m.crashLoop() {
+	if m.Known && m.Rec.LastStatus != 0 && !m.CrashLoop() {
 		g.Answer = clip(esc(m.Rec.LastError, false), fieldWidth)
 	}
 	return g
@@ -295,7 +295,7 @@ func (w *web) groupsOfRows(ctx context.Context, b *Browser, o *dlqweb.Overview) 
 // quorumText is quorumWarning for the page.
 func quorumText(b *Browser) string {
 	var s strings.Builder
-	quorumWarning(b, &s)
+	QuorumWarning(b, &s)
 	return strings.TrimPrefix(strings.TrimSpace(s.String()), "dlq: warning: ")
 }
 

@@ -22,7 +22,7 @@ import (
 // the body formatted when it is JSON, the store's attempts.
 func (w *web) describe(ctx context.Context, m *dead) (dlqweb.Claim, error) {
 	d := m.d
-	c := dlqweb.Claim{Ref: ref(m), Why: m.why()}
+	c := dlqweb.Claim{Ref: ref(m), Why: m.Why()}
 	c.GroupID, _, _ = groupOf(m)
 	if m.Known {
 		c.Record = fmt.Sprintf("state %s, %d partner call(s), last status %d %s", field(string(m.Rec.State)), m.Rec.Attempts,
@@ -86,7 +86,7 @@ func (w *web) events(ctx context.Context, c *dlqweb.Claim) error {
 	err := w.trail.Entries(ctx, c.Key, func(e audit.Entry) error {
 		ev := dlqweb.Event{At: e.At, Who: field(e.Who), Via: field(e.Via), Action: e.Action, Result: e.Result}
 		if slices.Contains(e.IDs, c.Key) {
-			ev.Note = actedWord(e)
+			ev.Note = ActedWord(e)
 		}
 		for _, nd := range e.NotDone {
 			if nd.ID == c.Key {

@@ -200,7 +200,7 @@ func TestQuorumWarning(t *testing.T) {
 		warns      bool
 	}{{"4.0.5", 12, true}, {"4.1.0", 10, true}, {"4.0.5", 9, false}, {"3.10.8", 19, false}, {"", 30, false}, {"10.2", 11, true}} {
 		var s strings.Builder
-		quorumWarning(&Browser{version: c.version, deliveries: c.deliveries}, &s)
+		QuorumWarning(&Browser{version: c.version, deliveries: c.deliveries}, &s)
 		if got := s.Len() > 0; got != c.warns || (got && !strings.Contains(s.String(), `"delivery-limit": -1`)) {
 			t.Errorf("%+v: %q", c, s.String())
 		}
