@@ -14,6 +14,7 @@ import (
 	"eaimq/internal/cli"
 	"eaimq/internal/dlq"
 	"eaimq/internal/dlqcli"
+	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
 	"eaimq/internal/metrics"
 	"eaimq/internal/store"
@@ -109,7 +110,7 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		return serveIngesting(ctx, c, getenv, st, stdout, stderr)
 	}
 	if c.cmd == "serve" {
-		return dlq.Serve(ctx, getenv, st, writable, c.tokens, c.dlq, stdout, stderr)
+		return dlqweb.Serve(ctx, getenv, st, writable, c.tokens, c.dlq, stdout, stderr)
 	}
 
 	conn, err := dlq.Dial(ctx, getenv)
@@ -192,7 +193,7 @@ func serveIngesting(ctx context.Context, c config, getenv func(string) string, s
 		cancel()
 		done <- err
 	}()
-	err := dlq.Serve(ctx, getenv, st, st != nil, c.tokens, c.dlq, stdout, stderr)
+	err := dlqweb.Serve(ctx, getenv, st, st != nil, c.tokens, c.dlq, stdout, stderr)
 	cancel()
 	if ierr := <-done; ierr != nil {
 		return ierr

@@ -123,10 +123,10 @@ func (m *dead) Reason() claim.Reason {
 	return m.Rec.Outcome.Reason
 }
 
-// word is the reason a person reads first: the reason on record, or
+// Word is the reason a person reads first: the reason on record, or
 // crash-loop for a dead letter the broker dead-lettered itself (whatever a
 // record of an unfinished try says, no consumer decided it).
-func (m *dead) word() string {
+func (m *dead) Word() string {
 	if m.CrashLoop() {
 		return CrashLoopWord
 	}

@@ -6,9 +6,14 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/audit"
+	"eaimq/internal/fail"
 	"eaimq/internal/store"
+	"eaimq/internal/store/deadletter"
 )
 
 // What the front packages (internal/dlqcli's commands; the page's backend)
@@ -34,7 +39,7 @@ func (b *Browser) Walk(ctx context.Context, c Config, fn func(*Dead) error) erro
 // Walked is what a walk looked at, for the line that ends a listing.
 type Walked struct {
 	Source   string // the queue walked, or IngestedSource / IngestedArchive
-	Rows     bool   // Source is the store's ingested rows, not a queue
+	Total    int    // what the queue held when the walk started (the rows: Looked)
 	Looked   int    // dead letters looked at
 	Unlooked int    // dead letters -limit or -max-held left out
 	Bounded  bool   // the walk stopped at -max-held (BoundNote says so)
@@ -43,8 +48,18 @@ type Walked struct {
 
 // Walked says what b's walks looked at so far.
 func (b *Browser) Walked() Walked {
-	return Walked{Source: b.queue, Rows: b.ingested != nil, Looked: b.looked, Unlooked: b.unlooked(), Bounded: b.bounded, Cut: b.cut()}
+	return Walked{Source: b.queue, Total: b.total, Looked: b.looked, Unlooked: b.unlooked(), Bounded: b.bounded, Cut: b.cut()}
 }
+
+// Each calls fn for each dead letter b looks at, at most limit (0: all),
+// selected by nothing: the page counts groups and pages of its own. fn
+// returns false to stop.
+func (b *Browser) Each(ctx context.Context, limit int, fn func(*Dead) (bool, error)) error {
+	return b.walk(ctx, limit, fn)
+}
+
+// Rows says whether b reads the store's ingested rows, not a queue.
+func (b *Browser) Rows() bool { return b.ingested != nil }
 
 // Store is the store b reads the records from (nil: none).
 func (b *Browser) Store() store.Store { return b.store }
@@ -122,3 +137,54 @@ func ActedWord(e audit.Entry) string {
 	}
 	return "replayed"
 }
+
+// RowGroup is one group of the ingested rows (the page's groups): how many
+// rows, the first and last dead-lettered, and its first dead letters.
+type RowGroup struct {
+	Count       int
+	First, Last time.Time
+	Dead        []*Dead // at most RowGroups' listed
+}
+
+// RowGroups counts the groups of the ingested rows b reads in one GROUP BY
+// (the page's grouping by Word and status, in SQL: deadletter.GroupsSQL),
+// then reads each group's first listed dead letters: a million rows cost
+// the database a count, and this process a page a group, not a million
+// rows read through the model.
+func (b *Browser) RowGroups(ctx context.Context, listed int) ([]RowGroup, error) {
+	last, err := b.ingested.LastDeadLetterSeq(ctx)
+	if err != nil {
+		return nil, fail.Errorf(fail.IO, "read the ingested dead letters: %v", err)
+	}
+	q := deadletter.Query{States: b.states, Through: last}
+	groups, err := b.ingested.DeadLetterGroups(ctx, q)
+	if err != nil {
+		return nil, fail.Errorf(fail.IO, "count the groups of the ingested dead letters: %v", err)
+	}
+	var out []RowGroup
+	for _, g := range groups {
+		q.Group, q.GroupStatus, q.Limit = g.Word, g.Status, listed
+		rows, err := b.ingested.DeadLetters(ctx, q)
+		if err != nil {
+			return nil, fail.Errorf(fail.IO, "read the ingested dead letters of group %s: %v", g.Word, err)
+		}
+		if len(rows) == 0 {
+			continue // gone since the count
+		}
+		rg := RowGroup{Count: int(g.Count), First: g.First.UTC(), Last: g.Last.UTC()}
+		for _, r := range rows {
+			rg.Dead = append(rg.Dead, deadOfRow(r))
+		}
+		out = append(out, rg)
+	}
+	return out, nil
+}
+
+// RowOf is the row dlq ingest writes for d, read at now: what a test or a
+// bulk fill writes to be read back as ingestion's.
+func RowOf(d amqp.Delivery, now time.Time) deadletter.Row { return rowOf(parse(d, false), now) }
+
+// BodySHA256 is a body's sha256 in hex, as an edit's previous body is
+// compared with it (Act.Edit's previous): the page shows it beside the
+// form and sends it back.
+func BodySHA256(body []byte) string { return sha256hex(body) }

@@ -179,7 +179,7 @@ func TestIngestKeepsEveryDeadLetterOnce(t *testing.T) {
 			}
 			ms, wk := walkSelected(t, b, Config{Reason: claim.Rejected, ByReason: true})
 			b.Close()
-			if keys := keysOf(ms); len(keys) != 1 || keys[0] != "ing-007" || wk.Looked != 1 || !wk.Rows || wk.Source != IngestedSource {
+			if keys := keysOf(ms); len(keys) != 1 || keys[0] != "ing-007" || wk.Looked != 1 || !b.Rows() || wk.Source != IngestedSource {
 				t.Errorf("list -reason rejected: %q, walked %+v", keys, wk)
 			}
 			b, err = NewIngestedBrowser(conn, w.st)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -20,7 +19,6 @@ import (
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
-	"eaimq/internal/dlqweb"
 	"eaimq/internal/store"
 	"eaimq/internal/store/deadletter"
 	"eaimq/internal/topo"
@@ -407,92 +405,6 @@ func TestPurgeRestoreRowsAndRetention(t *testing.T) {
 			}
 			if r := w.row(t, "arch-0"); r.State != deadletter.StatePurged || r.StateBy != "carol" || r.StateVia != "dlq purge" || r.BrokerReason != "rejected" {
 				t.Errorf("the archived message's row: %q by %q via %q (%q)", r.State, r.StateBy, r.StateVia, r.BrokerReason)
-			}
-		})
-	}
-}
-
-// TestWebOverRows: where dead letters are ingested, the page's backend
-// reads their rows (groups, a claim, the archive) and its actions change
-// their states as the commands do: a retry sends a row once and a second
-// retry finds nothing, a group purge keeps the rows as the archive, and a
-// restore brings one back.
-func TestWebOverRows(t *testing.T) {
-	for _, be := range ingestBackends {
-		t.Run(be.name, func(t *testing.T) {
-			w := newIngestWorld(t, be.loc(t))
-			w.putRows(t, "wr", 3)
-			// A crash loop: its own group, whatever its record says.
-			loop := amqp.Delivery{MessageId: "loop-0", Body: brokertest.Claim("loop-0", "C-loop-0"),
-				Headers: amqp.Table{"x-death": []any{amqp.Table{"queue": topo.Queue, "reason": deliveryLimit, "count": int64(1), "time": time.Now()}}}}
-			if _, err := w.dl.PutDeadLetters(context.Background(), []deadletter.Row{rowOf(parse(loop, false), time.Now())}); err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			page := &web{getenv: w.vh.Getenv(map[string]string{store.EnvPath: w.loc}), st: w.st, writable: true,
-				c: Config{MaxReplays: DefaultMaxReplays, Actor: Actor{Who: "op"}}, log: io.Discard}
-			o, err := page.Overview(ctx, true)
-			if err != nil || len(o.Groups) != 2 || o.Groups[0].Count != 3 || o.Groups[1].Count != 1 || o.Looked != 4 || o.Total != 4 {
-				t.Fatalf("groups over the rows: %+v %v", o, err)
-			}
-			// The GROUP BY's groups are groupOf's: the same ids as each
-			// row read through the model.
-			for _, g := range o.Groups {
-				for _, r := range g.Claims {
-					c, _, err := page.Claim(ctx, r.Key)
-					if err != nil || c.GroupID != g.ID {
-						t.Errorf("%s: in group %s (%s), its page says group %s (%v)", r.Key, g.ID, g.Reason, c.GroupID, err)
-					}
-				}
-			}
-			if o.Groups[1].Reason != CrashLoopWord {
-				t.Errorf("the crash loop's group: %+v", o.Groups[1])
-			}
-			group := o.Groups[0].ID
-			c, found, err := page.Claim(ctx, "wr-001")
-			if err != nil || !found || c.ClaimID != "C-wr-001" || !strings.Contains(c.Body, `"claimId": "C-wr-001"`) {
-				t.Fatalf("the claim's page from its row: %+v %v %v", c.Ref, found, err)
-			}
-
-			rep, err := page.Retry(ctx, "ann", dlqweb.Target{ID: "wr-001"})
-			if err != nil || rep.Replayed != 1 {
-				t.Fatalf("retry wr-001: %+v %v", rep, err)
-			}
-			if r := w.row(t, "wr-001"); r.State != deadletter.StateReplayed || r.StateBy != "ann" || r.StateVia != "dlq serve" {
-				t.Errorf("the retried row: %q by %q via %q", r.State, r.StateBy, r.StateVia)
-			}
-			rep, err = page.Retry(ctx, "bob", dlqweb.Target{ID: "wr-001"})
-			if err != nil || rep.Replayed != 0 || !rep.NotFound {
-				t.Errorf("a second retry of wr-001: %+v %v", rep, err)
-			}
-			if n := w.vh.Depth(t, topo.Queue); n != 1 {
-				t.Errorf("claim.in holds %d, want the one copy", n)
-			}
-
-			rep, err = page.Purge(ctx, "ann", dlqweb.Target{Group: group})
-			if err != nil || rep.Purged != 2 {
-				t.Fatalf("purge the group: %+v %v", rep, err)
-			}
-			l, err := page.Archive(ctx, 1)
-			if err != nil || l.Count != 2 {
-				t.Fatalf("the archive from the rows: %+v %v", l, err)
-			}
-			rep, err = page.Restore(ctx, "ann", dlqweb.Target{ID: "wr-002"})
-			if err != nil || rep.Restored != 1 {
-				t.Fatalf("restore wr-002: %+v %v", rep, err)
-			}
-			if o, err := page.Overview(ctx, true); err != nil || o.Looked != 2 || o.Depth != 2 {
-				t.Errorf("groups after the purge and the restore: %+v %v", o, err)
-			}
-
-			// A page whose store was opened read-only reads the rows and
-			// acts on none of them.
-			page.writable = false
-			if _, err := page.Retry(ctx, "ann", dlqweb.Target{ID: "wr-002"}); err == nil || !strings.Contains(err.Error(), "restart dlq serve") {
-				t.Errorf("a retry through a read-only store: %v", err)
-			}
-			if r := w.row(t, "wr-002"); r.State != deadletter.StateDead {
-				t.Errorf("wr-002 is %q after a refused retry", r.State)
 			}
 		})
 	}

@@ -158,7 +158,7 @@ func List(ctx context.Context, b *dlq.Browser, c dlq.Config, stdout, stderr io.W
 	}
 	switch {
 	case c.JSON:
-	case wk.Rows:
+	case b.Rows():
 		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s, from %s\n", n, wk.Looked, more, wk.Source)
 	default:
 		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s; %s keeps them all\n", n, wk.Looked, more, wk.Source)
