@@ -112,11 +112,11 @@ func editOf(h amqp.Table) *Edited {
 
 // CrashLoop says whether the broker dead-lettered m itself for claim.in's
 // delivery limit: no consumer decided anything, and no partner refused it.
-func (m *dead) CrashLoop() bool { return m.Broker == deliveryLimit }
+func (m *Dead) CrashLoop() bool { return m.Broker == deliveryLimit }
 
 // Reason is the reason on record: the value the consumer decided and the
 // store kept, read back, never worked out again from the HTTP status.
-func (m *dead) Reason() claim.Reason {
+func (m *Dead) Reason() claim.Reason {
 	if !m.Known {
 		return claim.ReasonUnknown
 	}
@@ -126,7 +126,7 @@ func (m *dead) Reason() claim.Reason {
 // Word is the reason a person reads first: the reason on record, or
 // crash-loop for a dead letter the broker dead-lettered itself (whatever a
 // record of an unfinished try says, no consumer decided it).
-func (m *dead) Word() string {
+func (m *Dead) Word() string {
 	if m.CrashLoop() {
 		return CrashLoopWord
 	}
@@ -139,7 +139,7 @@ const CrashLoopWord = "crash-loop"
 
 // Sentence is the recorded decision in words: the store's dead_reason for
 // a dead record, else the store's sentence for the reason on record.
-func (m *dead) Sentence() string {
+func (m *Dead) Sentence() string {
 	switch {
 	case m.NoStore:
 		return ""
@@ -155,7 +155,7 @@ func (m *dead) Sentence() string {
 
 // CrashSentence says what a delivery-limit dead letter is, in short (the
 // table's column) or in full.
-func (m *dead) CrashSentence(full bool) string {
+func (m *Dead) CrashSentence(full bool) string {
 	s := "delivered until " + orDash(m.FromQueue) + "'s delivery limit without an outcome (not the partner's answer)"
 	if !full {
 		return s
@@ -168,7 +168,7 @@ func (m *dead) CrashSentence(full bool) string {
 }
 
 // Why is the reason and its sentence for a person.
-func (m *dead) Why() string {
+func (m *Dead) Why() string {
 	switch {
 	case m.CrashLoop():
 		return CrashLoopWord + ": " + m.CrashSentence(false)
@@ -182,7 +182,7 @@ func (m *dead) Why() string {
 
 // OurReason is the status (or error) and the sentence, as earlier
 // versions printed it (kept in the JSON rows as our_reason).
-func (m *dead) OurReason() string {
+func (m *Dead) OurReason() string {
 	if !m.Known || m.CrashLoop() {
 		return m.Why()
 	}

@@ -146,7 +146,7 @@ func replayEdit(ctx context.Context, old *Browser, c Config, rec *record, e *edi
 
 // FindOne walks to the one dead letter c.IDs[0] names: by key or
 // message_id (the first), else as the claimId of exactly one.
-func FindOne(ctx context.Context, b *Browser, c Config) (*dead, error) {
+func FindOne(ctx context.Context, b *Browser, c Config) (*Dead, error) {
 	f := newFilter(c)
 	b.narrowTo(c)
 	var m *dead

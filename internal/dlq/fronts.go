@@ -39,7 +39,7 @@ func (b *Browser) Walk(ctx context.Context, c Config, fn func(*Dead) error) erro
 // Walked is what a walk looked at, for the line that ends a listing.
 type Walked struct {
 	Source   string // the queue walked, or IngestedSource / IngestedArchive
-	Total    int    // what the queue held when the walk started (the rows: Looked)
+	Total    int    // what the source held when the walk started (rows: Looked, unless -limit cut the walk)
 	Looked   int    // dead letters looked at
 	Unlooked int    // dead letters -limit or -max-held left out
 	Bounded  bool   // the walk stopped at -max-held (BoundNote says so)
@@ -101,7 +101,7 @@ const (
 // with keepLines, newlines and tabs stay.
 func Esc(s string, keepLines bool) string { return esc(s, keepLines) }
 
-// Clip cuts s to n bytes, saying how much it left out.
+// Clip shortens s to n characters, ending it with "…".
 func Clip(s string, n int) string { return clip(s, n) }
 
 // Field is one field from a message for a person: escaped, clipped to

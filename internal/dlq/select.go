@@ -192,6 +192,6 @@ func (s selection) after() []*dead {
 }
 
 // Named selects the dead letter id, as the command line's IDs do.
-func Named(id string) func(*dead) bool {
+func Named(id string) func(*Dead) bool {
 	return func(m *dead) bool { return id == m.Key || id == m.d.MessageId }
 }
