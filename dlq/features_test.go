@@ -21,6 +21,7 @@ import (
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlq"
+	"eaimq/internal/dlqcli"
 	"eaimq/internal/partner"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
@@ -133,7 +134,7 @@ func TestListColumnsAndShape(t *testing.T) {
 	code, out, errs = w.dlq("-json", "-status", "none", "list")
 	var ids []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var r dlq.Row
+		var r dlqcli.Row
 		json.Unmarshal([]byte(line), &r)
 		ids = append(ids, r.MessageID)
 	}

@@ -13,6 +13,8 @@ import (
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlq"
+	"eaimq/internal/dlqcli"
+	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
 	"eaimq/internal/metrics"
 	"eaimq/internal/store"
@@ -69,7 +71,7 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		defer trail.Close()
 		c.dlq.Audit = trail
 		if c.cmd == "history" {
-			return dlq.History(ctx, trail, c.dlq, stdout, stderr)
+			return dlqcli.History(ctx, trail, c.dlq, stdout, stderr)
 		}
 	}
 	var st store.Store
@@ -108,7 +110,7 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 		return serveIngesting(ctx, c, getenv, st, stdout, stderr)
 	}
 	if c.cmd == "serve" {
-		return dlq.Serve(ctx, getenv, st, writable, c.tokens, c.dlq, stdout, stderr)
+		return dlqweb.Serve(ctx, getenv, st, writable, c.tokens, c.dlq, stdout, stderr)
 	}
 
 	conn, err := dlq.Dial(ctx, getenv)
@@ -143,9 +145,9 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 
 	switch c.cmd {
 	case "list":
-		return dlq.List(ctx, b, c.dlq, stdout, stderr)
+		return dlqcli.List(ctx, b, c.dlq, stdout, stderr)
 	case "show":
-		return dlq.Show(ctx, b, c.dlq, stdout)
+		return dlqcli.Show(ctx, b, c.dlq, stdout)
 	case "replay":
 		return dlq.Replay(ctx, b, c.dlq, stdout, stderr)
 	case "edit":
@@ -191,7 +193,7 @@ func serveIngesting(ctx context.Context, c config, getenv func(string) string, s
 		cancel()
 		done <- err
 	}()
-	err := dlq.Serve(ctx, getenv, st, st != nil, c.tokens, c.dlq, stdout, stderr)
+	err := dlqweb.Serve(ctx, getenv, st, st != nil, c.tokens, c.dlq, stdout, stderr)
 	cancel()
 	if ierr := <-done; ierr != nil {
 		return ierr

@@ -24,6 +24,7 @@ import (
 	"eaimq/internal/claimsys"
 	"eaimq/internal/cli"
 	"eaimq/internal/dlq"
+	"eaimq/internal/dlqcli"
 	"eaimq/internal/store"
 	"eaimq/internal/store/sqlite"
 	"eaimq/internal/topo"
@@ -70,18 +71,18 @@ func (w *world) dlq(args ...string) (int, string, string) {
 	return cli.Code(err), out.String(), errb.String()
 }
 
-func (w *world) rows() map[string]dlq.Row {
+func (w *world) rows() map[string]dlqcli.Row {
 	w.t.Helper()
 	code, out, errs := w.dlq("-json", "list")
 	if code != 0 {
 		w.t.Fatalf("list: %d %s", code, errs)
 	}
-	m := map[string]dlq.Row{}
+	m := map[string]dlqcli.Row{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if line == "" {
 			continue
 		}
-		var r dlq.Row
+		var r dlqcli.Row
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			w.t.Fatalf("%q: %v", line, err)
 		}
@@ -593,11 +594,11 @@ func TestShowJSON(t *testing.T) {
 		t.Fatalf("-json show: %d\n%s%s", code, out, errs)
 	}
 	var s struct {
-		MessageID string           `json:"message_id"`
-		Reason    string           `json:"reason"`
-		Headers   map[string]any   `json:"headers"`
-		History   []dlq.AttemptRow `json:"history"`
-		Body      string           `json:"body"`
+		MessageID string              `json:"message_id"`
+		Reason    string              `json:"reason"`
+		Headers   map[string]any      `json:"headers"`
+		History   []dlqcli.AttemptRow `json:"history"`
+		Body      string              `json:"body"`
 	}
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -1,8 +1,14 @@
-// Package dlq is the engine of the dlq program: it walks claim.dead without
-// consuming it, shows each dead letter with what the consumer recorded of
-// it, replays and purges dead letters without losing one, and backs dlq
-// serve's page (internal/dlqweb) with that same code, so that the page is
-// exactly as safe as the command line.
+// Package dlq is the dead-letter engine of the dlq program: the model of a
+// dead letter (Dead: the message and what the consumer recorded of it),
+// its two sources (claim.dead walked without consuming it, and the rows
+// dlq ingest wrote into the store), ingestion, the confirm-before-ack
+// mover, and replay, edit, purge, restore and the archive, each without
+// losing a dead letter.
+//
+// Replay, edit, purge and restore print their own notes; list, show and
+// history print its model from internal/dlqcli, and dlq serve's page
+// (internal/dlqweb) reads through Browser and acts through Act, the code
+// the commands run. Neither package is imported here.
 //
 // It knows nothing of flags: the program parses them into a Config. Its
 // errors are classified by internal/fail; the program maps the class to

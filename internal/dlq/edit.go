@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,10 +14,18 @@ import (
 	"unicode/utf8"
 
 	"eaimq/internal/audit"
-	"eaimq/internal/dlqweb"
 	"eaimq/internal/fail"
 	"eaimq/internal/partner"
 )
+
+// MaxBody is the largest body an edit takes (1 MiB: a claim to be fixed by
+// hand, in an editor or the page's text area), whether from dlq edit or the
+// page's edit form.
+const MaxBody = 1 << 20
+
+// ErrInvalid wraps why an edited claim cannot be published (CheckEdit):
+// the page shows it beside the form, and nothing was done.
+var ErrInvalid = errors.New("invalid claim")
 
 // EditSource is where dlq edit takes the new body from: a file (-body), or
 // a person in an editor.
@@ -61,12 +70,12 @@ func Edit(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	m, err := findOne(ctx, b, c)
+	m, err := FindOne(ctx, b, c)
 	if err != nil {
 		return err
 	}
 	orig, key := m.d.Body, m.Key
-	if !utf8.Valid(orig) || len(orig) > dlqweb.MaxBody {
+	if !utf8.Valid(orig) || len(orig) > MaxBody {
 		return fail.Errorf(fail.Data, "%s cannot be edited: its body is %d bytes%s; replay or purge it", field(key), len(orig), notUTF8(orig))
 	}
 	b.Close() // every dead letter back in claim.dead while a person types
@@ -80,7 +89,7 @@ func Edit(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) e
 		fmt.Fprintf(stderr, "dlq: no change to %s; nothing replayed (dlq replay replays it as it is)\n", field(key))
 		return nil
 	}
-	guid, err := checkEdit(key, body)
+	guid, err := CheckEdit(key, body)
 	if err != nil {
 		if kept != "" {
 			return fail.Errorf(fail.Data, "%v\n  nothing replayed; the edit is kept in %s: fix it and run dlq edit -body %s %s (then delete the file)",
@@ -107,7 +116,7 @@ func replayEdit(ctx context.Context, old *Browser, c Config, rec *record, e *edi
 	defer b.Close()
 	defer b.BoundNote(stderr)
 	rec.e.Edit = e.audit()
-	t, err := replayDead(ctx, b, selection{limit: c.Limit, selects: named(key)}, rules{maxReplays: c.MaxReplays, edit: e, hooks: c.Hooks, actor: c.Actor},
+	t, err := replayDead(ctx, b, selection{limit: c.Limit, selects: Named(key)}, rules{maxReplays: c.MaxReplays, edit: e, hooks: c.Hooks, actor: c.Actor},
 		func(n note) {
 			rec.note(n)
 			if n.failed() {
@@ -135,9 +144,9 @@ func replayEdit(ctx context.Context, old *Browser, c Config, rec *record, e *edi
 	return nil
 }
 
-// findOne walks to the one dead letter c.IDs[0] names: by key or
+// FindOne walks to the one dead letter c.IDs[0] names: by key or
 // message_id (the first), else as the claimId of exactly one.
-func findOne(ctx context.Context, b *Browser, c Config) (*dead, error) {
+func FindOne(ctx context.Context, b *Browser, c Config) (*Dead, error) {
 	f := newFilter(c)
 	b.narrowTo(c)
 	var m *dead
@@ -177,7 +186,7 @@ func notUTF8(b []byte) string {
 	if !utf8.Valid(b) {
 		return " and not UTF-8"
 	}
-	return fmt.Sprintf(", over the %d-byte limit", dlqweb.MaxBody)
+	return fmt.Sprintf(", over the %d-byte limit", MaxBody)
 }
 
 // newBody reads the new body: from the file or stdin, or from the file an
@@ -230,12 +239,12 @@ func readAtMost(r io.Reader, name string) ([]byte, error) {
 	if r == nil {
 		return nil, fail.Errorf(fail.Usage, "-body -: no stdin")
 	}
-	b, err := io.ReadAll(io.LimitReader(r, dlqweb.MaxBody+1))
+	b, err := io.ReadAll(io.LimitReader(r, MaxBody+1))
 	if err != nil {
 		return nil, fail.Errorf(fail.IO, "read %s: %v; nothing replayed", name, err)
 	}
-	if len(b) > dlqweb.MaxBody {
-		return nil, fail.Errorf(fail.Data, "%s: %w: larger than the %d-byte limit (publish's -max-bytes); nothing replayed", name, dlqweb.ErrInvalid, dlqweb.MaxBody)
+	if len(b) > MaxBody {
+		return nil, fail.Errorf(fail.Data, "%s: %w: larger than the %d-byte limit (publish's -max-bytes); nothing replayed", name, ErrInvalid, MaxBody)
 	}
 	return b, nil
 }

@@ -429,7 +429,7 @@ func (in *ingester) emptied(ch *amqp.Channel) bool {
 func rowOf(m *dead, now time.Time) deadletter.Row {
 	d := m.d
 	r := deadletter.Row{CopyKey: copyKey(m), MessageID: m.Key, ClaimID: m.ClaimID, GUID: guidOf(d.Body),
-		Reason: m.reason().String(), DeadAt: m.DeadAt, BrokerReason: m.Broker, Body: d.Body, IngestedAt: now}
+		Reason: m.Reason().String(), DeadAt: m.DeadAt, BrokerReason: m.Broker, Body: d.Body, IngestedAt: now}
 	if r.Body == nil {
 		r.Body = []byte{}
 	}

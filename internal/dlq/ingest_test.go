@@ -177,27 +177,28 @@ func TestIngestKeepsEveryDeadLetterOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out, errb bytes.Buffer
-			if err := List(ctx, b, Config{Reason: claim.Rejected, ByReason: true}, &out, &errb); err != nil {
-				t.Fatal(err)
-			}
+			ms, wk := walkSelected(t, b, Config{Reason: claim.Rejected, ByReason: true})
 			b.Close()
-			if !strings.Contains(out.String(), "ing-007") || !strings.Contains(out.String(), "1 dead letter(s) listed of 1 looked at, from "+IngestedSource) {
-				t.Errorf("list -reason rejected:\n%s%s", out.String(), errb.String())
+			if keys := keysOf(ms); len(keys) != 1 || keys[0] != "ing-007" || wk.Looked != 1 || !b.Rows() || wk.Source != IngestedSource {
+				t.Errorf("list -reason rejected: %q, walked %+v", keys, wk)
 			}
 			b, err = NewIngestedBrowser(conn, w.st)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out.Reset()
-			if err := Show(ctx, b, Config{IDs: []string{"C-ing-007"}}, &out); err != nil {
+			m, err := FindOne(ctx, b, Config{IDs: []string{"C-ing-007"}})
+			if err != nil {
 				t.Fatal(err)
 			}
 			b.Close()
-			for _, want := range []string{"message_id:    ing-007", "x-death", "count: 1", "rejected: rejected by the claim system", "status=422"} {
-				if !strings.Contains(out.String(), want) {
-					t.Errorf("show C-ing-007 lacks %q:\n%s", want, out.String())
-				}
+			deaths, _ := m.Delivery().Headers["x-death"].([]any)
+			if m.Key != "ing-007" || m.Delivery().MessageId != "ing-007" || len(deaths) != 1 || m.Count != 1 ||
+				m.Why() != "rejected: rejected by the claim system" || !m.Known || m.Rec.LastStatus != 422 {
+				t.Errorf("show C-ing-007: key %q, x-death %v, count %d, why %q, record %v %+v", m.Key, deaths, m.Count, m.Why(), m.Known, m.Rec)
+			}
+			as, err := w.st.Attempts(ctx, m.Key)
+			if err != nil || len(as) == 0 || as[len(as)-1].Status != 422 {
+				t.Errorf("show C-ing-007's attempts: %+v, %v", as, err)
 			}
 		})
 	}

@@ -69,7 +69,7 @@ func Purge(ctx context.Context, b *Browser, c Config, w, stderr io.Writer) error
 		return err
 	}
 	missing := f.missing(stderr, b)
-	quorumWarning(b, stderr)
+	QuorumWarning(b, stderr)
 	if !c.Yes {
 		return fail.Errorf(fail.Usage, "purge would %s %d dead letter(s); add -yes to do it", map[bool]string{true: "delete", false: "archive"}[c.NoArchive], n)
 	}

@@ -72,7 +72,7 @@ func Replay(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer)
 		}
 	})
 	fmt.Fprintf(stdout, "dlq: %s\n", t)
-	quorumWarning(b, stderr)
+	QuorumWarning(b, stderr)
 	if err != nil {
 		return rec.end(ctx, err)
 	}

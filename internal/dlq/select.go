@@ -78,9 +78,9 @@ func (f *filter) passes(m *dead) bool {
 		return false
 	case f.Status > 0 && (!m.Known || m.Rec.LastStatus != f.Status):
 		return false
-	case f.CrashLoop && !m.crashLoop():
+	case f.CrashLoop && !m.CrashLoop():
 		return false
-	case f.ByReason && m.reason() != f.Reason:
+	case f.ByReason && m.Reason() != f.Reason:
 		return false
 	case f.GUID != "" && guidOf(m.d.Body) != f.GUID:
 		return false
@@ -162,7 +162,7 @@ func candidateLine(m *dead) string {
 	if !m.DeadAt.IsZero() {
 		when = m.DeadAt.UTC().Format(time.DateTime)
 	}
-	parts := []string{field(m.Key), "dead-lettered " + when, m.word()}
+	parts := []string{field(m.Key), "dead-lettered " + when, m.Word()}
 	if m.Known && m.Rec.LastStatus != 0 {
 		parts = append(parts, fmt.Sprint(m.Rec.LastStatus))
 	}
@@ -191,7 +191,7 @@ func (s selection) after() []*dead {
 	return s.resolved()
 }
 
-// named selects the dead letter id, as the command line's IDs do.
-func named(id string) func(*dead) bool {
+// Named selects the dead letter id, as the command line's IDs do.
+func Named(id string) func(*Dead) bool {
 	return func(m *dead) bool { return id == m.Key || id == m.d.MessageId }
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -102,53 +101,6 @@ func field(s string) string {
 		return e
 	}
 	return clip(e, fieldWidth) + fmt.Sprintf(" (%d bytes)", len(s))
-}
-
-// cell is s escaped and clipped to a table column.
-func cell(s string, width int) string { return clip(esc(s, false), width) }
-
-// writeHeaders prints AMQP headers one field a line, tables and arrays
-// nested below their name, keys sorted.
-func writeHeaders(w io.Writer, indent string, h amqp.Table) {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		writeValue(w, indent, field(k), h[k])
-	}
-}
-
-func writeValue(w io.Writer, indent, name string, v any) {
-	switch v := v.(type) {
-	case amqp.Table:
-		fmt.Fprintf(w, "%s%s:\n", indent, name)
-		writeHeaders(w, indent+"  ", v)
-	case []any:
-		if !slices.ContainsFunc(v, nested) {
-			parts := make([]string, len(v))
-			for i, x := range v {
-				parts[i] = scalar(x)
-			}
-			fmt.Fprintf(w, "%s%s: [%s]\n", indent, name, strings.Join(parts, ", "))
-			return
-		}
-		fmt.Fprintf(w, "%s%s:\n", indent, name)
-		for i, x := range v {
-			writeValue(w, indent+"  ", fmt.Sprintf("[%d]", i), x)
-		}
-	default:
-		fmt.Fprintf(w, "%s%s: %s\n", indent, name, scalar(v))
-	}
-}
-
-func nested(v any) bool {
-	switch v.(type) {
-	case amqp.Table, []any:
-		return true
-	}
-	return false
 }
 
 func scalar(v any) string {

@@ -3,10 +3,12 @@
 // the people who fix failed claims (retry, purge, edit and retry), each
 // behind a confirmation and a CSRF token.
 //
-// It knows nothing of AMQP or of the store: every read and every action is
-// a call to a Backend, which dlq's engine (internal/dlq) implements with
-// the very functions dlq's commands run, so that the page is exactly as
-// safe as the command line.
+// The handlers know nothing of AMQP or of the store: every read and every
+// action is a call to a Backend. The program's Backend is this package's
+// web (web*.go, Serve), over the dead-letter engine (internal/dlq): it
+// walks and acts with the very functions dlq's commands run, so that the
+// page is exactly as safe as the command line. The dependency runs one
+// way: this package imports the engine, never the reverse.
 // This package adds what a web page needs to be safe: it binds to loopback
 // unless a token guards it (Check), answers 401 to anything without the
 // token, refuses every action when read-only (even a POST made by hand),

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"eaimq/internal/dlq"
 )
 
 // The pages and the actions, each a call to the Backend.
@@ -114,7 +116,7 @@ func groupName(g Group) string {
 
 // posted checks what every POST must carry: the CSRF token.
 func (s *server) posted(w http.ResponseWriter, r *http.Request) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBody+64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, dlq.MaxBody+64<<10)
 	if err := r.ParseForm(); err != nil {
 		s.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Errorf("form: %w", err))
 		return false
@@ -179,7 +181,7 @@ func (s *server) edit(w http.ResponseWriter, r *http.Request) {
 	}
 	id, body, previous := r.PostForm.Get("id"), r.PostForm.Get("body"), r.PostForm.Get("previous")
 	if err := s.Backend.CheckEdit(id, []byte(body)); err != nil {
-		if errors.Is(err, ErrInvalid) {
+		if errors.Is(err, dlq.ErrInvalid) {
 			s.showClaim(w, r, id, body, s.Clean(err.Error()), http.StatusBadRequest)
 		} else {
 			s.fail(w, r, http.StatusBadRequest, err)
@@ -192,7 +194,7 @@ func (s *server) edit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.Backend.EditRetry(detached(r), who(r), id, []byte(body), previous)
-	if errors.Is(err, ErrInvalid) {
+	if errors.Is(err, dlq.ErrInvalid) {
 		s.showClaim(w, r, id, body, s.Clean(err.Error()), http.StatusBadRequest)
 		return
 	}

@@ -2,13 +2,8 @@ package dlqweb
 
 import (
 	"context"
-	"errors"
 	"time"
 )
-
-// MaxBody is the largest claim the page's edit form accepts (1 MiB: a
-// claim to be fixed by hand in a text area; dlq edit takes larger ones).
-const MaxBody = 1 << 20
 
 // Group is the dead letters of one recorded reason.
 type Group struct {
@@ -159,11 +154,8 @@ type Health struct {
 	Error string `json:"error,omitempty"`
 }
 
-// ErrInvalid wraps why an edited claim cannot be published: the page shows
-// it beside the form, and nothing was done.
-var ErrInvalid = errors.New("invalid claim")
-
-// Backend is dlq: every read and action of the page. who is the named
+// Backend is every read and action of the page; web (this package's
+// backend over the engine, internal/dlq) is the program's. who is the named
 // token's name of the request ("" on loopback without tokens): the audit
 // trail's who.
 type Backend interface {
@@ -184,7 +176,7 @@ type Backend interface {
 	// Restore moves the archived dead letter t.ID back to claim.dead.
 	Restore(ctx context.Context, who string, t Target) (Report, error)
 	// CheckEdit says why body cannot replace the body of dead letter id
-	// (an error wrapping ErrInvalid), or nil.
+	// (an error wrapping dlq.ErrInvalid), or nil.
 	CheckEdit(id string, body []byte) error
 	// EditRetry replays body in place of dead letter id's, when its body
 	// still has the sha256 previous ("": any).

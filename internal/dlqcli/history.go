@@ -1,4 +1,4 @@
-package dlq
+package dlqcli
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"eaimq/internal/audit"
+	"eaimq/internal/dlq"
 	"eaimq/internal/fail"
 )
 
@@ -18,7 +19,7 @@ const historyListed = 10
 // History is the command: the audit trail's entries, oldest first, each
 // as a few lines of text or (c.JSON) one JSON object; with an ID, those
 // that name it. An ID no entry names is a failure (exit 1), as show's is.
-func History(ctx context.Context, trail audit.Trail, c Config, w, stderr io.Writer) error {
+func History(ctx context.Context, trail audit.Trail, c dlq.Config, w, stderr io.Writer) error {
 	id := ""
 	if len(c.IDs) > 0 {
 		id = c.IDs[0]
@@ -27,7 +28,7 @@ func History(ctx context.Context, trail audit.Trail, c Config, w, stderr io.Writ
 	err := trail.Entries(ctx, id, func(e audit.Entry) error {
 		n++
 		if c.JSON {
-			return writeJSON(w, e)
+			return dlq.WriteJSON(w, e)
 		}
 		writeEntry(w, e, id)
 		return nil
@@ -37,7 +38,7 @@ func History(ctx context.Context, trail audit.Trail, c Config, w, stderr io.Writ
 	}
 	switch {
 	case n == 0 && id != "":
-		return fail.Errorf(fail.Failed, "no entry for %q in the audit trail %s", clip(esc(id, false), fieldWidth), trail.Where())
+		return fail.Errorf(fail.Failed, "no entry for %q in the audit trail %s", dlq.Clip(dlq.Esc(id, false), dlq.FieldWidth), trail.Where())
 	case n == 0:
 		fmt.Fprintf(stderr, "dlq: no entry in the audit trail %s yet\n", trail.Where())
 	}
@@ -48,9 +49,9 @@ func History(ctx context.Context, trail audit.Trail, c Config, w, stderr io.Writ
 // messages), its lists clipped; with id, that id's part first.
 func writeEntry(w io.Writer, e audit.Entry, id string) {
 	fmt.Fprintf(w, "%s  %-7s %-8s by %s (%s): %s\n", e.At.UTC().Format(time.DateTime+" MST"), e.Action, e.Result,
-		field(e.Who), field(e.Via), field(e.Target))
+		dlq.Field(e.Who), dlq.Field(e.Via), dlq.Field(e.Target))
 	if len(e.IDs) > 0 {
-		fmt.Fprintf(w, "  %s (%d): %s\n", actedWord(e), len(e.IDs), listed(e.IDs, id))
+		fmt.Fprintf(w, "  %s (%d): %s\n", dlq.ActedWord(e), len(e.IDs), listed(e.IDs, id))
 	}
 	shown := 0
 	for _, nd := range e.NotDone {
@@ -62,33 +63,18 @@ func writeEntry(w io.Writer, e audit.Entry, id string) {
 			break
 		}
 		shown++
-		fmt.Fprintf(w, "  not done: %s: %s\n", field(nd.ID), field(nd.Why))
+		fmt.Fprintf(w, "  not done: %s: %s\n", dlq.Field(nd.ID), dlq.Field(nd.Why))
 	}
 	if id == "" && len(e.NotDone) > shown {
 		fmt.Fprintf(w, "  ... and %d more not done\n", len(e.NotDone)-shown)
 	}
 	if e.Edit != nil {
-		fmt.Fprintf(w, "  edit: previous body sha256 %s, new %s, Idempotency-Key %s\n", field(e.Edit.PreviousSHA256),
-			field(e.Edit.SHA256), field(e.Edit.IdempotencyKey))
+		fmt.Fprintf(w, "  edit: previous body sha256 %s, new %s, Idempotency-Key %s\n", dlq.Field(e.Edit.PreviousSHA256),
+			dlq.Field(e.Edit.SHA256), dlq.Field(e.Edit.IdempotencyKey))
 	}
 	if e.Error != "" {
-		fmt.Fprintf(w, "  error: %s\n", field(e.Error))
+		fmt.Fprintf(w, "  error: %s\n", dlq.Field(e.Error))
 	}
-}
-
-func actedWord(e audit.Entry) string {
-	switch e.Action {
-	case "purge":
-		if e.Archive != "" {
-			return "archived in " + e.Archive
-		}
-		return "deleted"
-	case "restore":
-		return "restored to claim.dead"
-	case "edit":
-		return "edited and replayed"
-	}
-	return "replayed"
 }
 
 // listed is the first historyListed ids, and id when it is a later one.
@@ -96,10 +82,10 @@ func listed(ids []string, id string) string {
 	first := ids[:min(len(ids), historyListed)]
 	out := make([]string, 0, len(first)+1)
 	for _, x := range first {
-		out = append(out, field(x))
+		out = append(out, dlq.Field(x))
 	}
 	if id != "" && !slices.Contains(first, id) && slices.Contains(ids, id) {
-		out = append(out, field(id))
+		out = append(out, dlq.Field(id))
 	}
 	s := strings.Join(out, " ")
 	if more := len(ids) - len(out); more > 0 {

@@ -1,4 +1,4 @@
-package dlq
+package dlqweb
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"eaimq/internal/dlqweb"
+	"eaimq/internal/dlq"
 	"eaimq/internal/topo"
 )
 
@@ -36,7 +36,7 @@ type cache struct {
 }
 
 type snapshot struct {
-	o   dlqweb.Overview
+	o   Overview
 	gen int64 // w.gen when the walk started
 }
 
@@ -59,7 +59,7 @@ func (s *snapshot) fresh(depth int, derr error, gen int64) bool {
 // Overview is the groups: kept ones when they are fresh, else a new walk
 // (one at a time: a request that comes while one is under way is shown the
 // groups kept, or waits for the walk when there are none).
-func (w *web) Overview(ctx context.Context, refresh bool) (dlqweb.Overview, error) {
+func (w *web) Overview(ctx context.Context, refresh bool) (Overview, error) {
 	depth, derr := w.depth(ctx)
 	for {
 		w.cache.mu.Lock()
@@ -78,7 +78,7 @@ func (w *web) Overview(ctx context.Context, refresh bool) (dlqweb.Overview, erro
 				refresh = false // the walk that just ended is new enough
 				continue
 			case <-ctx.Done():
-				return dlqweb.Overview{}, ctx.Err()
+				return Overview{}, ctx.Err()
 			}
 		}
 		done := make(chan struct{})
@@ -99,7 +99,7 @@ func (w *web) Overview(ctx context.Context, refresh bool) (dlqweb.Overview, erro
 }
 
 // kept is the groups of s, shown again, with claim.dead's depth now.
-func kept(s *snapshot, depth int) dlqweb.Overview {
+func kept(s *snapshot, depth int) Overview {
 	o := s.o
 	o.Cached, o.Depth, o.Next = true, depth, s.next()
 	return o
@@ -107,9 +107,9 @@ func kept(s *snapshot, depth int) dlqweb.Overview {
 
 // Group is one page of a group's dead letters: a walk of its own (a person
 // asked for it), which counts all of the group and keeps one page.
-func (w *web) Group(ctx context.Context, id string, page int) (dlqweb.List, error) {
-	l := dlqweb.List{Page: page, Group: dlqweb.Group{ID: id, Reason: "(not in claim.dead now)"}}
-	err := w.collect(ctx, &l, func(m *dead) bool {
+func (w *web) Group(ctx context.Context, id string, page int) (List, error) {
+	l := List{Page: page, Group: Group{ID: id, Reason: "(not in claim.dead now)"}}
+	err := w.collect(ctx, &l, func(m *dlq.Dead) bool {
 		if groupID(m) != id {
 			return false
 		}
@@ -123,11 +123,11 @@ func (w *web) Group(ctx context.Context, id string, page int) (dlqweb.List, erro
 
 // Search is one page of the dead letters whose key, message_id or claimId
 // holds q (letter case aside).
-func (w *web) Search(ctx context.Context, q string, page int) (dlqweb.List, error) {
-	l := dlqweb.List{Page: page, Query: q}
+func (w *web) Search(ctx context.Context, q string, page int) (List, error) {
+	l := List{Page: page, Query: q}
 	lq := strings.ToLower(q)
-	err := w.collect(ctx, &l, func(m *dead) bool {
-		for _, s := range []string{m.Key, m.d.MessageId, m.ClaimID} {
+	err := w.collect(ctx, &l, func(m *dlq.Dead) bool {
+		for _, s := range []string{m.Key, m.Delivery().MessageId, m.ClaimID} {
 			if s != "" && strings.Contains(strings.ToLower(s), lq) {
 				return true
 			}
@@ -138,33 +138,34 @@ func (w *web) Search(ctx context.Context, q string, page int) (dlqweb.List, erro
 }
 
 // Archive is one page of the purged dead letters in claim.dead.archive.
-func (w *web) Archive(ctx context.Context, page int) (dlqweb.List, error) {
-	l := dlqweb.List{Page: page, Archive: true}
-	err := w.collectOn(ctx, topo.ArchiveQueue, &l, func(*dead) bool { return true })
+func (w *web) Archive(ctx context.Context, page int) (List, error) {
+	l := List{Page: page, Archive: true}
+	err := w.collectOn(ctx, topo.ArchiveQueue, &l, func(*dlq.Dead) bool { return true })
 	return l, err
 }
 
 // collect walks claim.dead (at most -limit), counts what match selects and
 // keeps page l.Page of it.
-func (w *web) collect(ctx context.Context, l *dlqweb.List, match func(*dead) bool) error {
+func (w *web) collect(ctx context.Context, l *List, match func(*dlq.Dead) bool) error {
 	return w.collectOn(ctx, topo.DeadQueue, l, match)
 }
 
 // collectOn is collect on queue.
-func (w *web) collectOn(ctx context.Context, queue string, l *dlqweb.List, match func(*dead) bool) error {
-	from := (l.Page - 1) * dlqweb.PerPage
-	return w.sessionOn(ctx, queue, func(b *Browser) error {
-		err := b.walk(ctx, w.c.Limit, func(m *dead) (bool, error) {
+func (w *web) collectOn(ctx context.Context, queue string, l *List, match func(*dlq.Dead) bool) error {
+	from := (l.Page - 1) * PerPage
+	return w.sessionOn(ctx, queue, func(b *dlq.Browser) error {
+		err := b.Each(ctx, w.c.Limit, func(m *dlq.Dead) (bool, error) {
 			if !match(m) {
 				return true, nil
 			}
-			if l.Count >= from && l.Count < from+dlqweb.PerPage {
+			if l.Count >= from && l.Count < from+PerPage {
 				l.Refs = append(l.Refs, ref(m))
 			}
 			l.Count++
 			return true, nil
 		})
-		l.Looked, l.Total, l.Store = b.looked, b.total, b.ingested != nil
+		wk := b.Walked()
+		l.Looked, l.Total, l.Store = wk.Looked, wk.Total, b.Rows()
 		return err
 	})
 }

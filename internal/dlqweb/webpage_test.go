@@ -1,4 +1,4 @@
-package dlq
+package dlqweb
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claimsys"
-	"eaimq/internal/dlqweb"
+	"eaimq/internal/dlq"
 	"eaimq/internal/partner"
 	"eaimq/internal/topo"
 )
@@ -26,7 +26,7 @@ func (w *world) webWithTrail() *web {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	be.trail, be.c.Actor, be.log = tr, Actor{Who: "operator", Via: "dlq serve"}, io.Discard
+	be.trail, be.c.Actor, be.log = tr, dlq.Actor{Who: "operator", Via: "dlq serve"}, io.Discard
 	return be
 }
 
@@ -61,7 +61,7 @@ func TestGroupsKept(t *testing.T) {
 	if !kept.Cached {
 		t.Fatalf("not kept after the new count: %+v", kept)
 	}
-	if _, err := be.Purge(ctx, "", dlqweb.Target{ID: "late-0"}); err != nil {
+	if _, err := be.Purge(ctx, "", Target{ID: "late-0"}); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := be.Overview(ctx, false)
@@ -75,11 +75,11 @@ func TestGroupsKept(t *testing.T) {
 }
 
 // TestSearchAndPages: search finds dead letters by a part of their id or
-// claimId, letter case aside, one page of dlqweb.PerPage at a time with
+// claimId, letter case aside, one page of PerPage at a time with
 // the count of all; a group's pages list all of it.
 func TestSearchAndPages(t *testing.T) {
 	w := newWorld(t)
-	n := 2*dlqweb.PerPage + 7
+	n := 2*PerPage + 7
 	var msgs []amqp.Publishing
 	for i := range n {
 		id := fmt.Sprintf("many-%03d", i)
@@ -103,7 +103,7 @@ func TestSearchAndPages(t *testing.T) {
 	}
 	g := o.Groups[0]
 	p2, err := be.Group(ctx, g.ID, 2)
-	if err != nil || p2.Count != n || len(p2.Refs) != dlqweb.PerPage || p2.Refs[0].Key != "many-100" || p2.Group.Reason != "unknown" {
+	if err != nil || p2.Count != n || len(p2.Refs) != PerPage || p2.Refs[0].Key != "many-100" || p2.Group.Reason != "unknown" {
 		t.Errorf("group page 2: %+v %v", p2.Group, err)
 	}
 	if l, _ := be.Search(ctx, "nothing-like-it", 1); l.Count != 0 || l.Looked != n {
@@ -137,7 +137,8 @@ func TestPageEditRecordsAndRefusesStale(t *testing.T) {
 	if len(d) != 1 {
 		t.Fatalf("claim.in: %d", len(d))
 	}
-	if e := editOf(d[0].Headers); e == nil || e.IdempotencyKey != key || e.By != "alice" || e.Via != "dlq serve" || e.PreviousSHA256 != c.BodySHA256 {
+	if e, _ := d[0].Headers[partner.EditedHeader].(amqp.Table); e == nil || e[partner.EditedKey] != key || e["by"] != "alice" ||
+		e["via"] != "dlq serve" || e["previous_sha256"] != c.BodySHA256 {
 		t.Errorf("x-eaimq-edited: %+v", e)
 	}
 	// Dead-lettered again, its page shows both entries, with who.
@@ -155,7 +156,7 @@ func TestPageEditRecordsAndRefusesStale(t *testing.T) {
 	// On loopback without tokens, who is whoever runs the page.
 	ok := 201
 	w.partner.Set(claimsys.Control{ForceStatus: &ok})
-	if _, err := be.Retry(ctx, "", dlqweb.Target{ID: "busy-0"}); err != nil {
+	if _, err := be.Retry(ctx, "", Target{ID: "busy-0"}); err != nil {
 		t.Fatal(err)
 	}
 	var last audit.Entry
@@ -187,22 +188,5 @@ func TestHealthAndBanner(t *testing.T) {
 	}
 	if b := bannerOf(broker.URL(func(string) string { return "" })); b.VHost != "/" {
 		t.Errorf("default banner: %+v", b)
-	}
-}
-
-// TestQuorumWarning: a walk that saw a dead letter delivered half of
-// RabbitMQ 4's default delivery limit times warns, naming the fix; on 3.x
-// (no default limit) and below the count, nothing.
-func TestQuorumWarning(t *testing.T) {
-	for _, c := range []struct {
-		version    string
-		deliveries int64
-		warns      bool
-	}{{"4.0.5", 12, true}, {"4.1.0", 10, true}, {"4.0.5", 9, false}, {"3.10.8", 19, false}, {"", 30, false}, {"10.2", 11, true}} {
-		var s strings.Builder
-		quorumWarning(&Browser{version: c.version, deliveries: c.deliveries}, &s)
-		if got := s.Len() > 0; got != c.warns || (got && !strings.Contains(s.String(), `"delivery-limit": -1`)) {
-			t.Errorf("%+v: %q", c, s.String())
-		}
 	}
 }

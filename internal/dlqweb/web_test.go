@@ -1,4 +1,4 @@
-package dlq
+package dlqweb
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
-	"eaimq/internal/dlqweb"
+	"eaimq/internal/dlq"
 	"eaimq/internal/redact"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
@@ -26,7 +26,7 @@ func (w *world) web() *web {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { st.Close() })
-	return &web{getenv: w.vh.Getenv(map[string]string{store.EnvPath: w.db}), st: st, c: Config{MaxReplays: DefaultMaxReplays}, log: io.Discard}
+	return &web{getenv: w.vh.Getenv(map[string]string{store.EnvPath: w.db}), st: st, c: dlq.Config{MaxReplays: dlq.DefaultMaxReplays}, log: io.Discard}
 }
 
 // TestServeGroupRetryWarnsOfArrivals: a dead letter that arrives in
@@ -53,7 +53,7 @@ func TestServeGroupRetryWarnsOfArrivals(t *testing.T) {
 	be.c.Hooks.AfterConfirm = func() error {
 		return ch.Publish("", topo.DeadQueue, false, false, amqp.Publishing{MessageId: "late-0", Body: []byte(`{"guid":"late-0"}`)})
 	}
-	rep, err := be.Retry(context.Background(), "", dlqweb.Target{Group: busy})
+	rep, err := be.Retry(context.Background(), "", Target{Group: busy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,37 +65,9 @@ func TestServeGroupRetryWarnsOfArrivals(t *testing.T) {
 	}
 	// Without arrivals, none is reported.
 	be.c.Hooks.AfterConfirm = nil
-	rep, err = be.Purge(context.Background(), "", dlqweb.Target{ID: "late-0"})
+	rep, err = be.Purge(context.Background(), "", Target{ID: "late-0"})
 	if err != nil || rep.Purged != 1 || rep.Arrived != 0 {
 		t.Fatalf("purge: %+v %v", rep, err)
-	}
-}
-
-// TestServeEditChecks: an edit is checked as publish checks a claim, and
-// must keep the claim's id; the check names why.
-func TestServeEditChecks(t *testing.T) {
-	for _, c := range []struct {
-		id, body, want string
-	}{
-		{"g-1", `{"guid":"g-1","docs":["a"]}`, ""},
-		{"g-1", `  {"guid":"g-1"}` + "\r\n", ""},
-		{"g-1", ``, "empty"},
-		{"g-1", `{"guid":"g-1",}`, "not a claim publish would send"},
-		{"g-1", `["g-1"]`, "not a claim publish would send"},
-		{"g-1", `{"guid":"g-1","guid":"g-1"}`, "not a claim publish would send"},
-		{"g-1", `{"guid":"g-1\t"}`, "not a claim publish would send"},
-		{"g-1", `{"guid":"g-2"}`, `must stay "g-1"`},
-		{"g-1", `{"GUID":"g-1"}`, "not a claim publish would send"},
-		{"sha256:0011", `{"guid":"new-id"}`, ""},
-		{"g-1", `{"guid":"g-1","pad":"` + strings.Repeat("x", dlqweb.MaxBody) + `"}`, "limit"},
-	} {
-		_, err := checkEdit(c.id, []byte(c.body))
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%.40q: %v", c.body, err)
-		case c.want != "" && (err == nil || !errors.Is(err, dlqweb.ErrInvalid) || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%.40q: %v, want %q", c.body, err, c.want)
-		}
 	}
 }
 
@@ -114,11 +86,11 @@ func TestServeCleansSecrets(t *testing.T) {
 }
 
 // TestServeGroupListsAtMostMaxListed: a group counts every dead letter and
-// lists the first dlqweb.MaxListed, so that the page of a big DLQ stays a
+// lists the first MaxListed, so that the page of a big DLQ stays a
 // page.
 func TestServeGroupListsAtMostMaxListed(t *testing.T) {
 	w := newWorld(t)
-	n := dlqweb.MaxListed + 5
+	n := MaxListed + 5
 	ch := w.vh.Channel(t)
 	for i := range n {
 		if err := ch.Publish("", topo.DeadQueue, false, false, amqp.Publishing{MessageId: fmt.Sprintf("many-%03d", i), Body: []byte(`{}`)}); err != nil {
@@ -131,7 +103,7 @@ func TestServeGroupListsAtMostMaxListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.Groups) != 1 || o.Groups[0].Count != n || len(o.Groups[0].Claims) != dlqweb.MaxListed || o.Groups[0].Reason != "unknown" {
+	if len(o.Groups) != 1 || o.Groups[0].Count != n || len(o.Groups[0].Claims) != MaxListed || o.Groups[0].Reason != "unknown" {
 		t.Fatalf("groups: %d, first %+v", len(o.Groups), o.Groups[0].Count)
 	}
 }
@@ -147,7 +119,7 @@ func TestServeArchiveRestore(t *testing.T) {
 	ctx := context.Background()
 	crash := errors.New("crash between confirm and ack")
 	be.c.Hooks.AfterConfirm = func() error { return crash }
-	if _, err := be.Purge(ctx, "ann", dlqweb.Target{ID: "nodocs-0"}); !errors.Is(err, crash) {
+	if _, err := be.Purge(ctx, "ann", Target{ID: "nodocs-0"}); !errors.Is(err, crash) {
 		t.Fatalf("purge with a crash after the confirm: %v", err)
 	}
 	if dead, arch := w.vh.Depth(t, topo.DeadQueue), w.vh.Depth(t, topo.ArchiveQueue); dead != 4 || arch != 1 {
@@ -156,7 +128,7 @@ func TestServeArchiveRestore(t *testing.T) {
 	w.vh.Drain(t, topo.ArchiveQueue)
 	be.c.Hooks.AfterConfirm = nil
 
-	rep, err := be.Purge(ctx, "ann", dlqweb.Target{ID: "nodocs-0"})
+	rep, err := be.Purge(ctx, "ann", Target{ID: "nodocs-0"})
 	if err != nil || rep.Purged != 1 || !rep.Archive || rep.Lines[0] != "archived nodocs-0" {
 		t.Fatalf("purge: %+v %v", rep, err)
 	}
@@ -164,17 +136,17 @@ func TestServeArchiveRestore(t *testing.T) {
 	if err != nil || l.Count != 1 || len(l.Refs) != 1 || l.Refs[0].Key != "nodocs-0" || l.Refs[0].PurgedBy != "ann" || l.Refs[0].PurgedAt.IsZero() {
 		t.Fatalf("archive: %+v %v", l, err)
 	}
-	if _, err := be.Restore(ctx, "bob", dlqweb.Target{Group: "x"}); err == nil {
+	if _, err := be.Restore(ctx, "bob", Target{Group: "x"}); err == nil {
 		t.Error("a group restore was taken")
 	}
-	rep, err = be.Restore(ctx, "bob", dlqweb.Target{ID: "nodocs-0"})
+	rep, err = be.Restore(ctx, "bob", Target{ID: "nodocs-0"})
 	if err != nil || rep.Restored != 1 || rep.NotFound {
 		t.Fatalf("restore: %+v %v", rep, err)
 	}
 	if dead, arch := w.vh.Depth(t, topo.DeadQueue), w.vh.Depth(t, topo.ArchiveQueue); dead != 4 || arch != 0 {
 		t.Errorf("after restore: claim.dead %d, archive %d; want 4 and 0", dead, arch)
 	}
-	if rep, err = be.Restore(ctx, "bob", dlqweb.Target{ID: "nodocs-0"}); err != nil || !rep.NotFound || rep.Restored != 0 {
+	if rep, err = be.Restore(ctx, "bob", Target{ID: "nodocs-0"}); err != nil || !rep.NotFound || rep.Restored != 0 {
 		t.Errorf("restore twice: %+v %v", rep, err)
 	}
 }

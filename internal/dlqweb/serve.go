@@ -1,4 +1,4 @@
-package dlq
+package dlqweb
 
 import (
 	"context"
@@ -10,30 +10,30 @@ import (
 	"time"
 
 	"eaimq/internal/broker"
-	"eaimq/internal/dlqweb"
+	"eaimq/internal/dlq"
 	"eaimq/internal/fail"
 	"eaimq/internal/store"
 )
 
-// Serve runs dlq serve until ctx ends: the web page of dlqweb on c.Page,
+// Serve runs dlq serve until ctx ends: this package's page on c.Page,
 // backed by the functions the other commands run. Its status lines go to
 // stdout, the page's errors to stderr.
 //
 // writable says st was opened for writing, as the page needs to act on
 // ingested rows (Serve's caller opens it so where dead letters are
 // ingested); tokens are the page's (EAIMQ_DLQ_TOKEN, EAIMQ_DLQ_TOKENS).
-func Serve(ctx context.Context, getenv func(string) string, st store.Store, writable bool, tokens []dlqweb.Token, c Config,
+func Serve(ctx context.Context, getenv func(string) string, st store.Store, writable bool, tokens []Token, c dlq.Config,
 	stdout, stderr io.Writer) error {
 	w := &web{getenv: getenv, st: st, trail: c.Audit, c: c, log: stderr, writable: writable}
-	cfg := dlqweb.Config{Addr: c.Page.Addr, Tokens: tokens, ReadOnly: c.Page.ReadOnly, NoArchive: c.NoArchive, Refresh: c.Page.Refresh,
+	cfg := Config{Addr: c.Page.Addr, Tokens: tokens, ReadOnly: c.Page.ReadOnly, NoArchive: c.NoArchive, Refresh: c.Page.Refresh,
 		Banner: bannerOf(broker.URL(getenv)), Backend: w, Clean: w.clean, Log: stderr}
-	h, err := dlqweb.New(cfg)
+	h, err := New(cfg)
 	if err != nil {
 		return fail.Errorf(fail.Usage, "%v", err)
 	}
 	// The broker and claim.dead are checked once before listening, so that
 	// a wrong URL or a missing topology is an exit code, not a page of errors.
-	if err := w.session(ctx, func(*Browser) error { return nil }); err != nil {
+	if err := w.session(ctx, func(*dlq.Browser) error { return nil }); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", c.Page.Addr)

@@ -1,4 +1,4 @@
-package dlq
+package dlqweb
 
 import (
 	"net/http/httptest"

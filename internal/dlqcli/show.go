@@ -1,4 +1,4 @@
-package dlq
+package dlqcli
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"eaimq/internal/dlq"
 	"eaimq/internal/fail"
 )
 
@@ -73,16 +74,17 @@ type AttemptRow struct {
 // Show prints the one dead letter c.IDs names on w, in full: properties,
 // headers, the attempt history from the store and the body, as text or
 // (c.JSON) one JSON object.
-func Show(ctx context.Context, b *Browser, c Config, w io.Writer) error {
-	m, err := findOne(ctx, b, c)
+func Show(ctx context.Context, b *dlq.Browser, c dlq.Config, w io.Writer) error {
+	m, err := dlq.FindOne(ctx, b, c)
 	if err != nil {
 		return err
 	}
 	history := []AttemptRow{}
-	if b.store != nil {
-		as, err := b.store.Attempts(ctx, m.Key)
+	st := b.Store()
+	if st != nil {
+		as, err := st.Attempts(ctx, m.Key)
 		if err != nil {
-			return fail.New(fail.IO, fmt.Errorf("read the attempts of %s from the store %s: %w", field(m.Key), b.store.Path(), err))
+			return fail.New(fail.IO, fmt.Errorf("read the attempts of %s from the store %s: %w", dlq.Field(m.Key), st.Path(), err))
 		}
 		for _, a := range as {
 			history = append(history, AttemptRow{At: a.At, Redelivered: a.Redelivered, Status: a.Status, Error: a.Error,
@@ -90,58 +92,58 @@ func Show(ctx context.Context, b *Browser, c Config, w io.Writer) error {
 		}
 	}
 	if c.JSON {
-		d := m.d
-		return writeJSON(w, shown{Row: toRow(m), ContentType: d.ContentType, DeliveryMode: d.DeliveryMode, Timestamp: d.Timestamp,
+		d := m.Delivery()
+		return dlq.WriteJSON(w, shown{Row: toRow(m), ContentType: d.ContentType, DeliveryMode: d.DeliveryMode, Timestamp: d.Timestamp,
 			AppID: d.AppId, Headers: d.Headers, History: history, Body: d.Body})
 	}
-	writeShown(w, m, b.store != nil, history)
+	writeShown(w, m, st != nil, history)
 	return nil
 }
 
 // writeShown is show's text: every field from the message escaped (and
 // clipped), the body's newlines and tabs kept.
-func writeShown(w io.Writer, m *dead, stored bool, history []AttemptRow) {
-	d := m.d
-	fmt.Fprintf(w, "message_id:    %s\n", field(d.MessageId))
+func writeShown(w io.Writer, m *dlq.Dead, stored bool, history []AttemptRow) {
+	d := m.Delivery()
+	fmt.Fprintf(w, "message_id:    %s\n", dlq.Field(d.MessageId))
 	if m.Key != d.MessageId {
-		fmt.Fprintf(w, "store key:     %s\n", field(m.Key))
+		fmt.Fprintf(w, "store key:     %s\n", dlq.Field(m.Key))
 	}
 	ts := "-"
 	if !d.Timestamp.IsZero() {
 		ts = d.Timestamp.UTC().Format(time.RFC3339)
 	}
 	fmt.Fprintf(w, "claim_id:      %s\ncontent_type:  %s\ndelivery_mode: %d\ntimestamp:     %s\napp_id:        %s\n",
-		field(m.ClaimID), field(d.ContentType), d.DeliveryMode, ts, field(d.AppId))
+		dlq.Field(m.ClaimID), dlq.Field(d.ContentType), d.DeliveryMode, ts, dlq.Field(d.AppId))
 	fmt.Fprintf(w, "headers:\n")
 	if len(d.Headers) == 0 {
 		fmt.Fprintf(w, "  none\n")
 	}
 	writeHeaders(w, "  ", d.Headers)
-	why := m.why()
-	if m.crashLoop() {
-		why = CrashLoopWord + ": " + m.crashSentence(true)
+	why := m.Why()
+	if m.CrashLoop() {
+		why = dlq.CrashLoopWord + ": " + m.CrashSentence(true)
 	}
-	fmt.Fprintf(w, "reason:        %s\n", field(why))
+	fmt.Fprintf(w, "reason:        %s\n", dlq.Field(why))
 	if e := m.Edit; e != nil {
 		at := "-"
 		if !e.At.IsZero() {
 			at = e.At.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "edited:        %s by %s via %s; replaced a body with sha256 %s\n", at, field(orDash(e.By)), field(orDash(e.Via)),
-			field(orDash(e.PreviousSHA256)))
-		fmt.Fprintf(w, "idempotency:   %s (the Idempotency-Key the consumer sends for the edited body)\n", field(orDash(e.IdempotencyKey)))
+		fmt.Fprintf(w, "edited:        %s by %s via %s; replaced a body with sha256 %s\n", at, dlq.Field(dlq.OrDash(e.By)), dlq.Field(dlq.OrDash(e.Via)),
+			dlq.Field(dlq.OrDash(e.PreviousSHA256)))
+		fmt.Fprintf(w, "idempotency:   %s (the Idempotency-Key the consumer sends for the edited body)\n", dlq.Field(dlq.OrDash(e.IdempotencyKey)))
 	}
 	if p := m.Purged; p != nil {
 		fmt.Fprintf(w, "purged:        %s by %s via %s (in %s; dlq restore %s brings it back)\n", p.At.UTC().Format(time.RFC3339),
-			field(orDash(p.By)), field(orDash(p.Via)), archiveOf(m), shellWord(m.Key))
+			dlq.Field(dlq.OrDash(p.By)), dlq.Field(dlq.OrDash(p.Via)), m.Archive(), dlq.ShellWord(m.Key))
 	}
 	if p := m.Replaying; p != nil {
 		fmt.Fprintf(w, "replaying:     since %s by %s via %s (its copy may be out; dlq replay -force takes it after %s)\n",
-			p.At.UTC().Format(time.RFC3339), field(orDash(p.By)), field(orDash(p.Via)), DefaultReplayLease)
+			p.At.UTC().Format(time.RFC3339), dlq.Field(dlq.OrDash(p.By)), dlq.Field(dlq.OrDash(p.Via)), dlq.DefaultReplayLease)
 	}
 	if m.Known {
-		fmt.Fprintf(w, "record:        state %s, %d partner call(s), last status %d %s\n", field(string(m.Rec.State)), m.Rec.Attempts,
-			m.Rec.LastStatus, field(m.Rec.LastError))
+		fmt.Fprintf(w, "record:        state %s, %d partner call(s), last status %d %s\n", dlq.Field(string(m.Rec.State)), m.Rec.Attempts,
+			m.Rec.LastStatus, dlq.Field(m.Rec.LastError))
 	}
 	if stored {
 		fmt.Fprintf(w, "attempts (failures and decisions; a success is the record's last status):\n")
@@ -150,24 +152,16 @@ func writeShown(w io.Writer, m *dead, stored bool, history []AttemptRow) {
 		}
 		for _, a := range history {
 			fmt.Fprintf(w, "  %s  redelivered=%-5v status=%-3d action=%-7s reason=%-17s %s %s\n", a.At.UTC().Format(time.RFC3339),
-				a.Redelivered, a.Status, a.Action, a.Reason, time.Duration(a.LatencyMS)*time.Millisecond, field(a.Error))
+				a.Redelivered, a.Status, a.Action, a.Reason, time.Duration(a.LatencyMS)*time.Millisecond, dlq.Field(a.Error))
 		}
 	}
 	body := d.Body
 	fmt.Fprintf(w, "body (%d bytes):\n", len(body))
-	if len(body) > bodyWidth {
-		body = body[:bodyWidth]
+	if len(body) > dlq.BodyWidth {
+		body = body[:dlq.BodyWidth]
 	}
-	fmt.Fprintf(w, "%s\n", esc(string(body), true))
+	fmt.Fprintf(w, "%s\n", dlq.Esc(string(body), true))
 	if len(body) < len(d.Body) {
 		fmt.Fprintf(w, "… %d more bytes (dlq -json show prints the whole body)\n", len(d.Body)-len(body))
 	}
-}
-
-// archiveOf is where m's purged copy is kept.
-func archiveOf(m *dead) string {
-	if m.row != nil {
-		return IngestedArchive
-	}
-	return "claim.dead.archive"
 }

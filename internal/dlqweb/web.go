@@ -1,4 +1,4 @@
-package dlq
+package dlqweb
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 	"eaimq/internal/audit"
 	"eaimq/internal/broker"
-	"eaimq/internal/dlqweb"
+	"eaimq/internal/dlq"
 	"eaimq/internal/fail"
 	"eaimq/internal/redact"
 	"eaimq/internal/store"
@@ -36,7 +36,7 @@ type web struct {
 	getenv func(string) string
 	st     store.Store // nil with -no-store
 	trail  audit.Trail // nil with -no-store
-	c      Config      // Limit, MaxReplays, Actor (who runs the page) and Hooks
+	c      dlq.Config  // Limit, MaxReplays, Actor (who runs the page) and Hooks
 	log    io.Writer   // warnings
 
 	mu    sync.Mutex // one walk at a time
@@ -52,17 +52,17 @@ type web struct {
 
 // session dials, opens a browser, runs fn and closes both: every dead
 // letter fn did not ack returns to claim.dead.
-func (w *web) session(ctx context.Context, fn func(*Browser) error) error {
+func (w *web) session(ctx context.Context, fn func(*dlq.Browser) error) error {
 	return w.sessionOn(ctx, topo.DeadQueue, fn)
 }
 
 // sessionOn is session on queue: claim.dead, or the archive. Under the
 // same lock: a purge moves dead letters into the archive, a restore out of
 // it, and a walk of either must not meet one half-way.
-func (w *web) sessionOn(ctx context.Context, queue string, fn func(*Browser) error) error {
+func (w *web) sessionOn(ctx context.Context, queue string, fn func(*dlq.Browser) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	conn, err := Dial(ctx, w.getenv)
+	conn, err := dlq.Dial(ctx, w.getenv)
 	if err != nil {
 		return err
 	}
@@ -80,35 +80,27 @@ func (w *web) sessionOn(ctx context.Context, queue string, fn func(*Browser) err
 // browser is the page's source: the ingested rows where there are some
 // (the archive's for claim.dead.archive), else the queue; the one model
 // either way, so every page and action is the command line's.
-func (w *web) browser(ctx context.Context, conn *amqp.Connection, queue string) (*Browser, error) {
-	n, err := Ingested(ctx, w.st)
+func (w *web) browser(ctx context.Context, conn *amqp.Connection, queue string) (*dlq.Browser, error) {
+	n, err := dlq.Ingested(ctx, w.st)
 	if err != nil {
 		return nil, fail.Errorf(fail.IO, "look for ingested dead letters in the store: %v", err)
 	}
 	switch {
+	case n == 0 && queue == topo.ArchiveQueue:
+		return dlq.NewArchiveBrowser(conn, w.st)
 	case n == 0:
-		return newBrowser(conn, w.st, queue)
+		return dlq.NewBrowser(conn, w.st)
 	case queue == topo.ArchiveQueue:
-		return NewIngestedArchiveBrowser(conn, w.st)
+		return dlq.NewIngestedArchiveBrowser(conn, w.st)
 	}
-	return NewIngestedBrowser(conn, w.st)
-}
-
-// rowsReadOnly refuses an action over ingested rows when the page's store
-// was opened read-only (rows were ingested only after it started).
-func (w *web) rowsReadOnly(b *Browser) error {
-	if b.ingested != nil && !w.writable {
-		return fail.Errorf(fail.Failed, "dead letters were ingested into the store since this page started: restart dlq serve "+
-			"so that it acts on their rows; nothing was done")
-	}
-	return nil
+	return dlq.NewIngestedBrowser(conn, w.st)
 }
 
 // depth is claim.dead's ready messages now, on a connection of its own:
 // it does not wait for a walk. Where dead letters are ingested it is the
 // rows still to be dealt with (deadletter.Live): what the page shows.
 func (w *web) depth(ctx context.Context) (int, error) {
-	if n, err := Ingested(ctx, w.st); err == nil && n > 0 {
+	if n, err := dlq.Ingested(ctx, w.st); err == nil && n > 0 {
 		dl, _ := store.DeadLettersOf(w.st)
 		live, err := dl.CountDeadLetters(ctx, deadletter.Query{States: deadletter.Live})
 		if err != nil {
@@ -118,7 +110,7 @@ func (w *web) depth(ctx context.Context) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	conn, err := Dial(ctx, w.getenv)
+	conn, err := dlq.Dial(ctx, w.getenv)
 	if err != nil {
 		return 0, err
 	}
@@ -146,8 +138,8 @@ func (w *web) clean(s string) string {
 
 // bannerOf is the page's banner for EAI_AMQP_URL raw: each address's
 // scheme, host and port, never its user or password; the vhost; the queue.
-func bannerOf(raw string) dlqweb.Banner {
-	b := dlqweb.Banner{Queue: topo.DeadQueue, VHost: "?"}
+func bannerOf(raw string) Banner {
+	b := Banner{Queue: topo.DeadQueue, VHost: "?"}
 	if v, err := broker.VHost(raw); err == nil {
 		b.VHost = v
 	}
@@ -166,27 +158,27 @@ func bannerOf(raw string) dlqweb.Banner {
 
 // actor is who acts through the page: the token's name, else whoever runs
 // it (on loopback without tokens, whoever reaches the page is on this host).
-func (w *web) actor(who string) Actor {
+func (w *web) actor(who string) dlq.Actor {
 	if who == "" {
-		return Actor{Who: w.c.Actor.Who, Via: "dlq serve (loopback, no token)"}
+		return dlq.Actor{Who: w.c.Actor.Who, Via: "dlq serve (loopback, no token)"}
 	}
-	return Actor{Who: who, Via: "dlq serve"}
+	return dlq.Actor{Who: who, Via: "dlq serve"}
 }
 
 // groupOf is the group of a dead letter: its reason (the one on record, or
 // crash-loop), and the last status for the reasons that have one.
-func groupOf(m *dead) (id, reason string, status int) {
-	reason = m.word()
-	if m.Known && !m.crashLoop() {
+func groupOf(m *dlq.Dead) (id, reason string, status int) {
+	reason = m.Word()
+	if m.Known && !m.CrashLoop() {
 		status = m.Rec.LastStatus
 	}
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", reason, status)))
 	return hex.EncodeToString(sum[:6]), reason, status
 }
 
-func ref(m *dead) dlqweb.Ref {
+func ref(m *dlq.Dead) Ref {
 	_, reason, status := groupOf(m)
-	r := dlqweb.Ref{Key: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, Reason: reason, Status: status, Edited: m.edited(), Replays: m.Replays}
+	r := Ref{Key: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, Reason: reason, Status: status, Edited: m.Edit != nil, Replays: m.Replays}
 	if p := m.Purged; p != nil {
 		r.PurgedAt, r.PurgedBy = p.At, p.By
 	}
@@ -194,32 +186,32 @@ func ref(m *dead) dlqweb.Ref {
 }
 
 // newGroup is the group m starts.
-func newGroup(m *dead) *dlqweb.Group {
+func newGroup(m *dlq.Dead) *Group {
 	id, reason, status := groupOf(m)
-	g := &dlqweb.Group{ID: id, Reason: reason, Status: status, Sentence: m.sentence()}
+	g := &Group{ID: id, Reason: reason, Status: status, Sentence: m.Sentence()}
 	switch {
-	case m.crashLoop():
-		g.Sentence = m.crashSentence(true)
+	case m.CrashLoop():
+		g.Sentence = m.CrashSentence(true)
 	case m.NoStore || !m.Known:
-		g.Sentence = m.why()
+		g.Sentence = m.Why()
 	}
-	if m.Known && m.Rec.LastStatus != 0 && !m.crashLoop() {
-		g.Answer = clip(esc(m.Rec.LastError, false), fieldWidth)
+	if m.Known && m.Rec.LastStatus != 0 && !m.CrashLoop() {
+		g.Answer = dlq.Clip(dlq.Esc(m.Rec.LastError, false), dlq.FieldWidth)
 	}
 	return g
 }
 
 // walkGroups walks claim.dead (at most -limit) and counts its groups.
-func (w *web) walkGroups(ctx context.Context) (dlqweb.Overview, error) {
-	var o dlqweb.Overview
+func (w *web) walkGroups(ctx context.Context) (Overview, error) {
+	var o Overview
 	start := time.Now()
-	err := w.session(ctx, func(b *Browser) error {
-		if b.ingested != nil {
+	err := w.session(ctx, func(b *dlq.Browser) error {
+		if b.Rows() {
 			return w.groupsOfRows(ctx, b, &o)
 		}
-		byID := map[string]*dlqweb.Group{}
+		byID := map[string]*Group{}
 		var order []string
-		err := b.walk(ctx, w.c.Limit, func(m *dead) (bool, error) {
+		err := b.Each(ctx, w.c.Limit, func(m *dlq.Dead) (bool, error) {
 			g := byID[groupID(m)]
 			if g == nil {
 				g = newGroup(m)
@@ -235,17 +227,18 @@ func (w *web) walkGroups(ctx context.Context) (dlqweb.Overview, error) {
 					g.Last = m.DeadAt
 				}
 			}
-			if len(g.Claims) < dlqweb.MaxListed {
+			if len(g.Claims) < MaxListed {
 				g.Claims = append(g.Claims, ref(m))
 			}
 			return true, nil
 		})
-		o.Total, o.Looked, o.Depth = b.total, b.looked, b.total
+		wk := b.Walked()
+		o.Total, o.Looked, o.Depth = wk.Total, wk.Looked, wk.Total
 		for _, id := range order {
 			o.Groups = append(o.Groups, *byID[id])
 		}
 		// The biggest group first: that is where the work is.
-		slices.SortStableFunc(o.Groups, func(a, b dlqweb.Group) int { return b.Count - a.Count })
+		slices.SortStableFunc(o.Groups, func(a, b Group) int { return b.Count - a.Count })
 		o.Warning = quorumText(b)
 		return err
 	})
@@ -253,57 +246,41 @@ func (w *web) walkGroups(ctx context.Context) (dlqweb.Overview, error) {
 	return o, err
 }
 
-func groupID(m *dead) string { id, _, _ := groupOf(m); return id }
+func groupID(m *dlq.Dead) string { id, _, _ := groupOf(m); return id }
 
-// groupsOfRows counts the groups of the ingested rows in one GROUP BY
-// (groupOf's reading, in SQL: deadletter.GroupsSQL), then reads each
-// group's first dead letters (at most dlqweb.MaxListed) for its sentence
-// and its claims: a million rows cost the database a count, and this
-// process a page a group, not a million rows read through the model.
-func (w *web) groupsOfRows(ctx context.Context, b *Browser, o *dlqweb.Overview) error {
-	last, err := b.ingested.LastDeadLetterSeq(ctx)
+// groupsOfRows is the groups of the ingested rows, counted by the
+// database (Browser.RowGroups: a GROUP BY, then a page a group).
+func (w *web) groupsOfRows(ctx context.Context, b *dlq.Browser, o *Overview) error {
+	groups, err := b.RowGroups(ctx, MaxListed)
 	if err != nil {
-		return fail.Errorf(fail.IO, "read the ingested dead letters: %v", err)
-	}
-	q := deadletter.Query{States: b.states, Through: last}
-	groups, err := b.ingested.DeadLetterGroups(ctx, q)
-	if err != nil {
-		return fail.Errorf(fail.IO, "count the groups of the ingested dead letters: %v", err)
+		return err
 	}
 	for _, g := range groups {
-		q.Group, q.GroupStatus, q.Limit = g.Word, g.Status, dlqweb.MaxListed
-		rows, err := b.ingested.DeadLetters(ctx, q)
-		if err != nil {
-			return fail.Errorf(fail.IO, "read the ingested dead letters of group %s: %v", g.Word, err)
-		}
-		if len(rows) == 0 {
-			continue // gone since the count
-		}
-		grp := newGroup(deadOfRow(rows[0]))
-		grp.Count, grp.First, grp.Last = int(g.Count), g.First.UTC(), g.Last.UTC()
-		for _, r := range rows {
-			grp.Claims = append(grp.Claims, ref(deadOfRow(r)))
+		grp := newGroup(g.Dead[0])
+		grp.Count, grp.First, grp.Last = g.Count, g.First, g.Last
+		for _, m := range g.Dead {
+			grp.Claims = append(grp.Claims, ref(m))
 		}
 		o.Groups = append(o.Groups, *grp)
 		o.Total += grp.Count
 	}
 	o.Looked, o.Depth = o.Total, o.Total
-	slices.SortStableFunc(o.Groups, func(a, b dlqweb.Group) int { return b.Count - a.Count })
+	slices.SortStableFunc(o.Groups, func(a, b Group) int { return b.Count - a.Count })
 	return nil
 }
 
-// quorumText is quorumWarning for the page.
-func quorumText(b *Browser) string {
+// quorumText is QuorumWarning for the page.
+func quorumText(b *dlq.Browser) string {
 	var s strings.Builder
-	quorumWarning(b, &s)
+	dlq.QuorumWarning(b, &s)
 	return strings.TrimPrefix(strings.TrimSpace(s.String()), "dlq: warning: ")
 }
 
-func (w *web) Claim(ctx context.Context, id string) (c dlqweb.Claim, found bool, err error) {
-	err = w.session(ctx, func(b *Browser) error {
-		var m *dead
-		err := b.walk(ctx, w.c.Limit, func(d *dead) (bool, error) {
-			if named(id)(d) {
+func (w *web) Claim(ctx context.Context, id string) (c Claim, found bool, err error) {
+	err = w.session(ctx, func(b *dlq.Browser) error {
+		var m *dlq.Dead
+		err := b.Each(ctx, w.c.Limit, func(d *dlq.Dead) (bool, error) {
+			if dlq.Named(id)(d) {
 				m = d
 				return false, nil
 			}
@@ -321,8 +298,8 @@ func (w *web) Claim(ctx context.Context, id string) (c dlqweb.Claim, found bool,
 
 // Health is /healthz: the broker answers and claim.dead is there, and the
 // store reads (when there is one).
-func (w *web) Health(ctx context.Context) dlqweb.Health {
-	h := dlqweb.Health{OK: true, Store: "none"}
+func (w *web) Health(ctx context.Context) Health {
+	h := Health{OK: true, Store: "none"}
 	n, err := w.depth(ctx)
 	if err != nil {
 		h.OK, h.Error = false, err.Error()

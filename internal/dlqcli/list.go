@@ -1,4 +1,4 @@
-package dlq
+package dlqcli
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"eaimq/internal/dlq"
 	"eaimq/internal/fail"
 )
 
@@ -35,33 +36,33 @@ type Row struct {
 	OurReason  string // for people: status or error, and the sentence
 	Replays    int64  // x-eaimq-replays
 	Deliveries int64  // x-delivery-count, when claim.dead is a quorum queue (HasDeliveries)
-	Edit       *Edited
-	Purged     *Purged // x-eaimq-purged, for a dead letter of the archive
+	Edit       *dlq.Edited
+	Purged     *dlq.Purged // x-eaimq-purged, for a dead letter of the archive
 
 	hasDeath, hasDeliveries bool
 }
 
 // rowJSON is Row's one shape (docs: dlq's manual).
 type rowJSON struct {
-	MessageID  string     `json:"message_id"`
-	ClaimID    *string    `json:"claim_id"`
-	DeadAt     *time.Time `json:"dead_lettered_at"`
-	FromQueue  *string    `json:"from_queue"`
-	Broker     *string    `json:"broker_reason"`
-	Count      *int64     `json:"broker_count"`
-	CrashLoop  bool       `json:"crash_loop"`
-	Reason     string     `json:"reason"`
-	DeadReason *string    `json:"dead_reason"`
-	Recorded   bool       `json:"recorded"`
-	State      *string    `json:"state"`
-	Status     *int       `json:"status"`
-	Excerpt    *string    `json:"excerpt"`
-	Attempts   *int       `json:"attempts"`
-	OurReason  string     `json:"our_reason"`
-	Replays    int64      `json:"replays"`
-	Deliveries *int64     `json:"deliveries"`
-	Edit       *Edited    `json:"edit"`
-	Purged     *Purged    `json:"purged"`
+	MessageID  string      `json:"message_id"`
+	ClaimID    *string     `json:"claim_id"`
+	DeadAt     *time.Time  `json:"dead_lettered_at"`
+	FromQueue  *string     `json:"from_queue"`
+	Broker     *string     `json:"broker_reason"`
+	Count      *int64      `json:"broker_count"`
+	CrashLoop  bool        `json:"crash_loop"`
+	Reason     string      `json:"reason"`
+	DeadReason *string     `json:"dead_reason"`
+	Recorded   bool        `json:"recorded"`
+	State      *string     `json:"state"`
+	Status     *int        `json:"status"`
+	Excerpt    *string     `json:"excerpt"`
+	Attempts   *int        `json:"attempts"`
+	OurReason  string      `json:"our_reason"`
+	Replays    int64       `json:"replays"`
+	Deliveries *int64      `json:"deliveries"`
+	Edit       *dlq.Edited `json:"edit"`
+	Purged     *dlq.Purged `json:"purged"`
 }
 
 // MarshalJSON writes every field, null where there is none.
@@ -106,10 +107,10 @@ func deref[T any](p *T) T {
 	return v
 }
 
-func toRow(m *dead) Row {
+func toRow(m *dlq.Dead) Row {
 	r := Row{MessageID: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, FromQueue: m.FromQueue, Broker: m.Broker,
-		Count: m.Count, CrashLoop: m.crashLoop(), Reason: m.reason().String(), DeadReason: m.sentence(), Recorded: m.Known,
-		OurReason: m.ourReason(), Replays: m.Replays, Deliveries: m.Deliveries, Edit: m.Edit, Purged: m.Purged,
+		Count: m.Count, CrashLoop: m.CrashLoop(), Reason: m.Reason().String(), DeadReason: m.Sentence(), Recorded: m.Known,
+		OurReason: m.OurReason(), Replays: m.Replays, Deliveries: m.Deliveries, Edit: m.Edit, Purged: m.Purged,
 		hasDeath: m.HasDeath, hasDeliveries: hasHeader(m, "x-delivery-count")}
 	if m.Known {
 		r.State, r.Status, r.Excerpt, r.Attempts = string(m.Rec.State), m.Rec.LastStatus, m.Rec.LastError, m.Rec.Attempts
@@ -117,7 +118,7 @@ func toRow(m *dead) Row {
 	return r
 }
 
-func hasHeader(m *dead, name string) bool { _, ok := m.d.Headers[name]; return ok }
+func hasHeader(m *dlq.Dead, name string) bool { _, ok := m.Delivery().Headers[name]; return ok }
 
 // The table's columns: their widths, and the heading.
 const tableFormat = "%-38s %-14s %-19s %-9s %-17s %-5s %-6s %-32s %s\n"
@@ -126,64 +127,59 @@ var tableHead = []any{"MESSAGE_ID", "CLAIM_ID", "DEAD-LETTERED (UTC)", "FROM", "
 
 // List prints the selected dead letters on w, as a table or (c.JSON) one
 // JSON object a line, and consumes nothing.
-func List(ctx context.Context, b *Browser, c Config, stdout, stderr io.Writer) error {
+func List(ctx context.Context, b *dlq.Browser, c dlq.Config, stdout, stderr io.Writer) error {
 	// Buffered: 100,000 rows are 100,000 writes to a terminal or a pipe
 	// otherwise. Flushed before anything goes to stderr, so that the two
 	// stay in order on a terminal.
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	defer w.Flush()
-	f := newFilter(c)
-	b.narrowTo(c)
 	n := 0
 	if !c.JSON {
 		fmt.Fprintf(w, tableFormat, tableHead...)
 	}
-	err := b.walk(ctx, c.Limit, func(m *dead) (bool, error) {
-		if !f.selects(m) {
-			return true, nil
-		}
+	err := b.Walk(ctx, c, func(m *dlq.Dead) error {
 		n++
 		if c.JSON {
-			return true, writeJSON(w, toRow(m))
+			return dlq.WriteJSON(w, toRow(m))
 		}
 		writeTableRow(w, m)
-		return true, nil
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	more := ""
-	if u := b.unlooked(); u > 0 {
-		more = fmt.Sprintf("; %d more in %s not looked at (%s)", u, b.queue, b.cut())
-		if c.JSON && !b.bounded { // else BoundNote says it
+	more, wk := "", b.Walked()
+	if u := wk.Unlooked; u > 0 {
+		more = fmt.Sprintf("; %d more in %s not looked at (%s)", u, wk.Source, wk.Cut)
+		if c.JSON && !wk.Bounded { // else BoundNote says it
 			w.Flush()
-			fmt.Fprintf(stderr, "dlq: %d more dead letter(s) in %s not looked at (-limit %d)\n", u, b.queue, c.Limit)
+			fmt.Fprintf(stderr, "dlq: %d more dead letter(s) in %s not looked at (-limit %d)\n", u, wk.Source, c.Limit)
 		}
 	}
 	switch {
 	case c.JSON:
-	case b.ingested != nil:
-		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s, from %s\n", n, b.looked, more, b.queue)
+	case b.Rows():
+		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s, from %s\n", n, wk.Looked, more, wk.Source)
 	default:
-		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s; %s keeps them all\n", n, b.looked, more, b.queue)
+		fmt.Fprintf(w, "%d dead letter(s) listed of %d looked at%s; %s keeps them all\n", n, wk.Looked, more, wk.Source)
 	}
 	if err := w.Flush(); err != nil {
 		return fail.New(fail.IO, err)
 	}
-	quorumWarning(b, stderr)
+	dlq.QuorumWarning(b, stderr)
 	return nil
 }
 
 // writeTableRow is one line of list's table: every field from the message
 // or the partner escaped and clipped to its column.
-func writeTableRow(w io.Writer, m *dead) {
+func writeTableRow(w io.Writer, m *dlq.Dead) {
 	when := "-"
 	if !m.DeadAt.IsZero() {
 		when = m.DeadAt.UTC().Format("2006-01-02 15:04:05")
 	}
 	brk := "-"
 	if m.HasDeath {
-		brk = orDash(m.Broker)
+		brk = dlq.OrDash(m.Broker)
 		if m.Count > 1 {
 			brk += fmt.Sprintf(" x%d", m.Count)
 		}
@@ -198,16 +194,16 @@ func writeTableRow(w io.Writer, m *dead) {
 			answer = answerOf(m.Rec.LastError)
 		}
 	}
-	why := m.why()
+	why := m.Why()
 	if p := m.Purged; p != nil {
 		// In the archive: when it was purged and by whom comes first.
-		why = "purged " + p.At.UTC().Format(time.DateTime) + " by " + orDash(p.By) + "; " + why
+		why = "purged " + p.At.UTC().Format(time.DateTime) + " by " + dlq.OrDash(p.By) + "; " + why
 	}
 	if p := m.Replaying; p != nil {
 		// Its copy may be out: a person must see it before replaying.
-		why = "replaying since " + p.At.UTC().Format(time.DateTime) + " by " + orDash(p.By) + "; " + why
+		why = "replaying since " + p.At.UTC().Format(time.DateTime) + " by " + dlq.OrDash(p.By) + "; " + why
 	}
-	fmt.Fprintf(w, tableFormat, cell(m.Key, 38), cell(orDash(m.ClaimID), 14), when, cell(orDash(m.FromQueue), 9),
+	fmt.Fprintf(w, tableFormat, cell(m.Key, 38), cell(dlq.OrDash(m.ClaimID), 14), when, cell(dlq.OrDash(m.FromQueue), 9),
 		cell(brk, 17), calls, status, cell(answer, 32), cell(why, 140))
 }
 
@@ -227,28 +223,4 @@ func answerOf(s string) string {
 		}
 	}
 	return s
-}
-
-// quorumWarning warns, after a walk, when claim.dead counts the walks: a
-// quorum queue raises a message's x-delivery-count each time a walk gives
-// it back, and RabbitMQ 4 drops (claim.dead has no dead-letter exchange) a
-// message past the queue's delivery limit, 20 by default.
-func quorumWarning(b *Browser, w io.Writer) {
-	if b.deliveries < quorumWarnAt || !atLeast4(b.version) {
-		return
-	}
-	fmt.Fprintf(w, "dlq: warning: claim.dead is a quorum queue and a dead letter in it has been delivered %d times: "+
-		"every walk (list, show, replay, purge, a page of dlq serve) counts one, and RabbitMQ %s drops a message past the "+
-		"queue's delivery limit (20 unless set). Set claim.dead's delivery limit to -1 (unlimited: a policy with "+
-		"\"delivery-limit\": -1), and replay or purge what is there\n", b.deliveries, b.version)
-}
-
-// quorumWarnAt is the delivery count that warns: half the default limit.
-const quorumWarnAt = 10
-
-// atLeast4 says whether a RabbitMQ version string is 4.0 or later.
-func atLeast4(v string) bool {
-	major, _, _ := strings.Cut(v, ".")
-	n, err := strconv.Atoi(major)
-	return err == nil && n >= 4
 }

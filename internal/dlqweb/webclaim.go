@@ -1,4 +1,4 @@
-package dlq
+package dlqweb
 
 import (
 	"bytes"
@@ -14,35 +14,36 @@ import (
 
 	"eaimq/internal/audit"
 	"eaimq/internal/claim"
-	"eaimq/internal/dlqweb"
+	"eaimq/internal/dlq"
 	"eaimq/internal/fail"
+	"eaimq/internal/partner"
 )
 
 // describe is the claim page of m: every field escaped as show escapes it,
 // the body formatted when it is JSON, the store's attempts.
-func (w *web) describe(ctx context.Context, m *dead) (dlqweb.Claim, error) {
-	d := m.d
-	c := dlqweb.Claim{Ref: ref(m), Why: m.why()}
+func (w *web) describe(ctx context.Context, m *dlq.Dead) (Claim, error) {
+	d := m.Delivery()
+	c := Claim{Ref: ref(m), Why: m.Why()}
 	c.GroupID, _, _ = groupOf(m)
 	if m.Known {
-		c.Record = fmt.Sprintf("state %s, %d partner call(s), last status %d %s", field(string(m.Rec.State)), m.Rec.Attempts,
-			m.Rec.LastStatus, field(m.Rec.LastError))
+		c.Record = fmt.Sprintf("state %s, %d partner call(s), last status %d %s", dlq.Field(string(m.Rec.State)), m.Rec.Attempts,
+			m.Rec.LastStatus, dlq.Field(m.Rec.LastError))
 	}
 	ts := "-"
 	if !d.Timestamp.IsZero() {
 		ts = d.Timestamp.UTC().Format(time.RFC3339)
 	}
-	c.Properties = []dlqweb.Field{
-		{Name: "message_id", Value: field(d.MessageId)}, {Name: "store key", Value: field(m.Key)},
-		{Name: "content_type", Value: field(d.ContentType)}, {Name: "delivery_mode", Value: fmt.Sprint(d.DeliveryMode)},
-		{Name: "timestamp", Value: ts}, {Name: "app_id", Value: field(d.AppId)},
-		{Name: "correlation_id", Value: field(d.CorrelationId)},
+	c.Properties = []Field{
+		{Name: "message_id", Value: dlq.Field(d.MessageId)}, {Name: "store key", Value: dlq.Field(m.Key)},
+		{Name: "content_type", Value: dlq.Field(d.ContentType)}, {Name: "delivery_mode", Value: fmt.Sprint(d.DeliveryMode)},
+		{Name: "timestamp", Value: ts}, {Name: "app_id", Value: dlq.Field(d.AppId)},
+		{Name: "correlation_id", Value: dlq.Field(d.CorrelationId)},
 	}
 	for k, v := range d.Headers {
 		switch k {
 		case "x-death":
 			c.XDeath = fields(c.XDeath, 0, "", v)
-		case editHeader:
+		case partner.EditedHeader:
 			if t, ok := v.(amqp.Table); ok {
 				c.Edit = tableFields(nil, 0, t)
 			}
@@ -51,24 +52,24 @@ func (w *web) describe(ctx context.Context, m *dead) (dlqweb.Claim, error) {
 	// x-death and the edit header have their own sections.
 	rest := amqp.Table{}
 	for k, v := range d.Headers {
-		if k != "x-death" && k != editHeader {
+		if k != "x-death" && k != partner.EditedHeader {
 			rest[k] = v
 		}
 	}
 	c.Headers = tableFields(nil, 0, rest)
 	describeBody(&c, m)
-	c.BodySHA256 = sha256hex(d.Body)
+	c.BodySHA256 = dlq.BodySHA256(d.Body)
 	if err := w.events(ctx, &c); err != nil {
 		return c, err
 	}
 	if w.st != nil {
 		as, err := w.st.Attempts(ctx, m.Key)
 		if err != nil {
-			return c, fail.New(fail.IO, fmt.Errorf("read the attempts of %s from the store: %w", field(m.Key), err))
+			return c, fail.New(fail.IO, fmt.Errorf("read the attempts of %s from the store: %w", dlq.Field(m.Key), err))
 		}
 		for _, a := range as {
-			c.History = append(c.History, dlqweb.Attempt{At: a.At, Redelivered: a.Redelivered, Status: a.Status,
-				Action: a.Outcome.Action.String(), Reason: a.Outcome.Reason.String(), Latency: a.Latency, Error: field(a.Error)})
+			c.History = append(c.History, Attempt{At: a.At, Redelivered: a.Redelivered, Status: a.Status,
+				Action: a.Outcome.Action.String(), Reason: a.Outcome.Reason.String(), Latency: a.Latency, Error: dlq.Field(a.Error)})
 			if a.Outcome.Action != claim.Ack {
 				c.Failures++
 			}
@@ -79,22 +80,22 @@ func (w *web) describe(ctx context.Context, m *dead) (dlqweb.Claim, error) {
 
 // events are the audit trail's entries that name the claim, each with what
 // became of it there.
-func (w *web) events(ctx context.Context, c *dlqweb.Claim) error {
+func (w *web) events(ctx context.Context, c *Claim) error {
 	if w.trail == nil {
 		return nil
 	}
 	err := w.trail.Entries(ctx, c.Key, func(e audit.Entry) error {
-		ev := dlqweb.Event{At: e.At, Who: field(e.Who), Via: field(e.Via), Action: e.Action, Result: e.Result}
+		ev := Event{At: e.At, Who: dlq.Field(e.Who), Via: dlq.Field(e.Via), Action: e.Action, Result: e.Result}
 		if slices.Contains(e.IDs, c.Key) {
-			ev.Note = actedWord(e)
+			ev.Note = dlq.ActedWord(e)
 		}
 		for _, nd := range e.NotDone {
 			if nd.ID == c.Key {
-				ev.Note = field(nd.Why)
+				ev.Note = dlq.Field(nd.Why)
 			}
 		}
 		if e.Edit != nil {
-			ev.Note += "; Idempotency-Key " + field(e.Edit.IdempotencyKey)
+			ev.Note += "; Idempotency-Key " + dlq.Field(e.Edit.IdempotencyKey)
 		}
 		c.Events = append(c.Events, ev)
 		return nil
@@ -107,12 +108,12 @@ func (w *web) events(ctx context.Context, c *dlqweb.Claim) error {
 
 // describeBody sets the claim page's body: formatted when it is JSON,
 // clipped when long, as it is for the edit form.
-func describeBody(c *dlqweb.Claim, m *dead) {
-	d := m.d
+func describeBody(c *Claim, m *dlq.Dead) {
+	d := m.Delivery()
 	body := d.Body
 	c.NotUTF8 = !utf8.Valid(body)
-	if len(body) > dlqweb.MaxBody {
-		body = body[:bodyWidth]
+	if len(body) > dlq.MaxBody {
+		body = body[:dlq.BodyWidth]
 	}
 	c.Editable = !c.NotUTF8 && len(body) == len(d.Body)
 	var pretty bytes.Buffer
@@ -122,36 +123,36 @@ func describeBody(c *dlqweb.Claim, m *dead) {
 		c.Body = strings.ToValidUTF8(string(body), "\ufffd")
 	}
 	if len(body) < len(d.Body) {
-		c.Body += fmt.Sprintf("\n… %d more bytes (dlq -json show %s prints the whole body)", len(d.Body)-len(body), field(m.Key))
+		c.Body += fmt.Sprintf("\n… %d more bytes (dlq -json show %s prints the whole body)", len(d.Body)-len(body), dlq.Field(m.Key))
 	}
 	c.BodyRaw = string(d.Body)
 }
 
 // tableFields flattens AMQP headers into one field a line, keys sorted,
 // values in the terminal-safe form the CLI prints.
-func tableFields(out []dlqweb.Field, depth int, t amqp.Table) []dlqweb.Field {
+func tableFields(out []Field, depth int, t amqp.Table) []Field {
 	keys := make([]string, 0, len(t))
 	for k := range t {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		out = fields(out, depth, field(k), t[k])
+		out = fields(out, depth, dlq.Field(k), t[k])
 	}
 	return out
 }
 
-func fields(out []dlqweb.Field, depth int, name string, v any) []dlqweb.Field {
+func fields(out []Field, depth int, name string, v any) []Field {
 	switch v := v.(type) {
 	case amqp.Table:
 		if name != "" {
-			out = append(out, dlqweb.Field{Name: name, Depth: depth})
+			out = append(out, Field{Name: name, Depth: depth})
 			depth++
 		}
 		return tableFields(out, depth, v)
 	case []any:
 		if name != "" {
-			out = append(out, dlqweb.Field{Name: name, Depth: depth})
+			out = append(out, Field{Name: name, Depth: depth})
 			depth++
 		}
 		for i, x := range v {
@@ -159,5 +160,5 @@ func fields(out []dlqweb.Field, depth int, name string, v any) []dlqweb.Field {
 		}
 		return out
 	}
-	return append(out, dlqweb.Field{Name: name, Value: scalar(v), Depth: depth})
+	return append(out, Field{Name: name, Value: dlq.Scalar(v), Depth: depth})
 }

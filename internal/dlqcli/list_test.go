@@ -1,0 +1,82 @@
+package dlqcli
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"eaimq/internal/dlq"
+)
+
+// TestRowJSON: a row's JSON has every field, null where there is none,
+// and reads back as the same row (a script reads list -json's lines).
+func TestRowJSON(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, r := range []Row{
+		{MessageID: "m-0", Reason: "unknown", OurReason: "unknown (no record in the store)"},
+		{MessageID: "m-1", ClaimID: "C-1", DeadAt: at, FromQueue: "claim.in", Broker: "rejected", Count: 2, Reason: "rejected",
+			DeadReason: "rejected by the claim system", Recorded: true, State: "dead", Status: 422, Excerpt: "documents missing",
+			Attempts: 1, OurReason: "422: rejected by the claim system", Replays: 1, Deliveries: 3,
+			Edit: &dlq.Edited{At: at, By: "ann", Via: "dlq edit"}, Purged: &dlq.Purged{At: at, By: "bob", Via: "dlq purge"},
+			hasDeath: true, hasDeliveries: true},
+	} {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(b, &fields); err != nil {
+			t.Fatal(err)
+		}
+		if len(fields) != 19 {
+			t.Errorf("%s: %d fields, want all 19: %s", r.MessageID, len(fields), b)
+		}
+		if r.ClaimID == "" && (fields["claim_id"] != nil || fields["broker_count"] != nil || fields["attempts"] != nil) {
+			t.Errorf("%s: fields it has none of are not null: %s", r.MessageID, b)
+		}
+		var back Row
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(back, r) {
+			t.Errorf("%s: read back as\n%+v\nwant\n%+v", r.MessageID, back, r)
+		}
+	}
+}
+
+// TestAnswerOf: the table's answer is a JSON error body's message, else
+// the answer as it came.
+func TestAnswerOf(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"error":"documents missing"}`, "documents missing"},
+		{`{"message":"busy","error":""}`, "busy"},
+		{`{"detail":{"x":1},"title":"bad"}`, "bad"},
+		{`{"other":"x"}`, `{"other":"x"}`},
+		{`{not json`, `{not json`},
+		{"connection refused", "connection refused"},
+	} {
+		if got := answerOf(c.in); got != c.want {
+			t.Errorf("answerOf(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestHistoryListed: an entry lists its first ids, and the one asked
+// for when it is a later one, escaped.
+func TestHistoryListed(t *testing.T) {
+	ids := make([]string, 12)
+	for i := range ids {
+		ids[i] = string(rune('a' + i))
+	}
+	if got := listed(ids, ""); got != "a b c d e f g h i j ... and 2 more" {
+		t.Errorf("listed: %q", got)
+	}
+	if got := listed(ids, "l"); got != "a b c d e f g h i j l ... and 1 more" {
+		t.Errorf("listed with a later id: %q", got)
+	}
+	if got := listed([]string{"x\x1b[2J"}, ""); strings.Contains(got, "\x1b") {
+		t.Errorf("listed does not escape: %q", got)
+	}
+}
