@@ -120,14 +120,15 @@
 // With --stall-after d, a connection that got no delivery for d while a
 // prefetch slot was free is checked: if claim.in holds ready claims, or
 // if the node does not make (and delete) a server-named exclusive queue
-// within d, it is given up, and the consumer connects to the next address
+// within d/2, it is given up, and the consumer connects to the next address
 // of EAI_AMQP_URL (the node it left goes last). That is a node cut off
 // from its cluster's majority that stays up and keeps its clients
 // (RabbitMQ 4 with Khepri, which has no pause_minority, and cannot write
 // its metadata without the majority): nothing from the broker says so,
 // and the claims reach the consumers on the majority's nodes only. A
-// consumer on such a node connects elsewhere within d, a quarter of d (at
-// least 1 s) and d again for the check's answer; the claims it held were
+// consumer on such a node connects elsewhere within d, a quarter of d and
+// half of d for the check's answer (each of these at least 1 s): 1.75 d;
+// the claims it held were
 // given back by the queue's leader and meet their record when
 // redelivered. A value well above the partner's usual answer time (d is a
 // span without any delivery at all) never fires on a healthy node; an

@@ -37,8 +37,8 @@ import (
 // blocks: rabbitmq.com/docs/metadata-store/failure-recovery). So while
 // claim.in shows no ready claim, the watch also declares a server-named
 // exclusive queue and deletes it; a node that answers neither the
-// passive declare nor that within the period is given up too. The same
-// bound covers a node that stalled outright.
+// passive declare nor that within half the period is given up too. The
+// same bound covers a node that stalled outright.
 
 // errStalled ends a session that --stall-after found stalled; the error
 // the session ends with wraps it and says which sign it was.
@@ -106,6 +106,11 @@ func (w *stallWatch) end() {
 // least a second (a passive declare each time the other conditions hold).
 func stallTick(after time.Duration) time.Duration { return max(after/4, time.Second) }
 
+// probeWait is how long the watch waits for the node's answer: half the
+// period, at least a second. A healthy node makes a queue in
+// milliseconds; a Khepri minority never does.
+func probeWait(after time.Duration) time.Duration { return max(after/2, time.Second) }
+
 // poll checks every stallTick. It asks the broker (on a channel of its
 // own) only when the local conditions hold, so a busy consumer costs the
 // broker nothing, and it waits for the answer at most the period.
@@ -129,7 +134,7 @@ func (w *stallWatch) poll(conn *amqp.Connection, acks *acker) {
 		// returns only when the connection closes, which firing does.
 		answer := make(chan error, 1)
 		go func() { answer <- p.probe() }()
-		wait := time.NewTimer(w.after)
+		wait := time.NewTimer(probeWait(w.after))
 		var why error
 		select {
 		case <-w.done:
