@@ -100,7 +100,7 @@ func defineFlags(fs *flag.FlagSet) *flags {
 	f.logFormat = fs.String("log-format", "text", "log `format` on stderr: text or json")
 	f.retain = fs.String("retain", "", "prune the records of claims delivered longer ago than `age` (90d, 36h; default: keep them)")
 	f.storeWait = fs.Duration("store-wait", 10*time.Minute, "wait out a dedup store that does not answer (a database restarting, a full disk) for at most `duration`, holding claims back, before exiting 74 (0: exit at the first failure)")
-	f.stallAfter = fs.Duration("stall-after", 0, "with a prefetch slot free and claim.in holding ready claims, give up a connection that got no delivery for `duration` (its node cut off from the queue's leader) and connect to the next address of EAI_AMQP_URL (0: never)")
+	f.stallAfter = fs.Duration("stall-after", 0, "give up a connection that got no delivery for `duration` with a prefetch slot free, when claim.in holds ready claims or the node makes no queue within it (its node cut off from its cluster), and connect to the next address of EAI_AMQP_URL (0: never)")
 	f.unreadyAfter = fs.Int("unready-after", 5, "/readyz answers 503 after `n` partner calls in a row that failed (paused or not)")
 	f.createStore = fs.Bool("create-store", true, "create the dedup store (and its directory) when it is not there; false: exit 78 instead (the production profile's)")
 	f.initStore = fs.Bool("init-store", false, "create the dedup store if it is not there, say what was done, and exit: a deployment's first step (--claim not needed)")

@@ -118,17 +118,27 @@
 // summary says how long it was paused and why.
 //
 // With --stall-after d, a connection that got no delivery for d while a
-// prefetch slot was free and claim.in held ready claims is given up, and
-// the consumer connects to the next address of EAI_AMQP_URL (the node it
-// left goes last). That is a node cut off from its cluster's majority
-// that stays up and keeps its clients (RabbitMQ 4 with Khepri, which has
-// no pause_minority): nothing from the broker says so, and the claims
-// reach the consumers on the majority's nodes only. A consumer on such a
-// node connects elsewhere within d plus a quarter of d (at least 1 s);
-// the claims it held were given back by the queue's leader and meet
-// their record when redelivered. A value well above the partner's usual
-// answer time (d is a span without any delivery at all) never fires on a
-// healthy node. docs/fault-suite.md has the partition runs.
+// prefetch slot was free is checked: if claim.in holds ready claims, or
+// if the node does not make (and delete) a server-named exclusive queue
+// within d/2, it is given up, and the consumer connects to the next address
+// of EAI_AMQP_URL (the node it left goes last). That is a node cut off
+// from its cluster's majority that stays up and keeps its clients
+// (RabbitMQ 4 with Khepri, which has no pause_minority, and cannot write
+// its metadata without the majority): nothing from the broker says so,
+// and the claims reach the consumers on the majority's nodes only. A
+// consumer on such a node connects elsewhere within d, a quarter of d and
+// half of d for the check's answer (each of these at least 1 s): 1.75 d;
+// the claims it held were
+// given back by the queue's leader and meet their record when
+// redelivered. A value well above the partner's usual answer time (d is a
+// span without any delivery at all) never fires on a healthy node; an
+// idle consumer's check costs the broker one queue made and deleted each
+// quarter of d. docs/fault-suite.md has the partition runs.
+//
+// Every wait on the broker is bounded: a node that takes the connection
+// and then answers nothing (paused, or stalled mid-partition while its
+// heartbeats go on) is given up after 10 s while the session opens; at
+// the start that ends the run (exit 69), later the next address is tried.
 //
 // A dedup store that stops answering for a while (a PostgreSQL server
 // restarting or failing over, an SQLite file system that fills and is

@@ -76,7 +76,10 @@
 //
 //	-window n       confirms outstanding at once, 1 to 10000 (default 256)
 //	-timeout d      longest wait for a confirm and for the connection,
-//	                100ms to 1h (default 10s)
+//	                100ms to 1h (default 10s); it bounds every wait on
+//	                the broker: the dial of each address, the channel's
+//	                opening, each confirm, and a write the broker has
+//	                stopped reading (an alarm, a stalled node)
 //	-max-bytes n    largest claim file accepted, 1 to 134217728 (RabbitMQ
 //	                3.x's default largest message of 128 MiB); default
 //	                16777216, RabbitMQ 4.x's default largest message
@@ -138,8 +141,10 @@
 //	0    every claim was confirmed and routed (and -h, -version)
 //	2    usage error (unknown flag, a value out of its range, no file,
 //	     an unusable EAI_AMQP_URL)
-//	69   the broker cannot be reached, or the connection died mid-run
-//	75   a confirm did not come in time, or a signal came before it:
+//	69   the broker cannot be reached, took the connection but did not
+//	     open a channel within -timeout, or the connection died mid-run
+//	75   a confirm did not come in time, a write stalled past -timeout,
+//	     or a signal came before the confirm:
 //	     those claims may or may not be queued; publishing them again is
 //	     safe, since the consumer deduplicates by message_id
 //	130  interrupted by SIGINT or SIGTERM with no outcome in doubt:

@@ -221,3 +221,40 @@ func TestSignalWhileSending(t *testing.T) {
 		t.Errorf("claim.in holds %d, the summary says %d sent and %d unconfirmed", len(got), sent, unconfirmed)
 	}
 }
+
+// TestStalledAfterHandshake: the node takes the connection and then
+// answers nothing on a channel (paused or cut off mid-partition, while its
+// heartbeats go on). publish must not wait for it: it exits 69 (nothing
+// was published) after -timeout, not never.
+func TestStalledAfterHandshake(t *testing.T) {
+	vh := brokertest.New(t)
+	vh.Topology(t)
+	url, stalled := brokertest.StallAfterHandshake(t, vh.URL)
+	f := writeClaim(t, t.TempDir(), "c.json", `{"guid":"stalled-1","claimId":"C-S","docs":["r.pdf"]}`)
+	start := time.Now()
+	p := startPublish(t, url, nil, "-timeout", "2s", f)
+	var code int
+	select {
+	case <-p.done:
+		code = p.cmd.ProcessState.ExitCode()
+	case <-time.After(20 * time.Second):
+		t.Fatalf("publish still running 20s after it started with -timeout 2s: %s", p.errb.String())
+	}
+	took := time.Since(start)
+	select {
+	case <-stalled:
+	default:
+		t.Fatalf("the proxy never dropped a frame: the fault did not happen (exit %d: %s)", code, p.errb.String())
+	}
+	if code != cli.ExitUnavailable || !strings.Contains(p.errb.String(), "did not open a publishing channel within 2s") {
+		t.Errorf("exit %d, want %d naming the stall:\n%s", code, cli.ExitUnavailable, p.errb.String())
+	}
+	// -timeout for the dial, -timeout for the channel, then the bounded
+	// close (2 s) and slack for a loaded machine.
+	if took > 2*time.Second+2*time.Second+2*time.Second+4*time.Second {
+		t.Errorf("publish took %s with -timeout 2s", took)
+	}
+	if n := vh.Depth(t, topo.Queue); n != 0 {
+		t.Errorf("claim.in holds %d; nothing was published", n)
+	}
+}

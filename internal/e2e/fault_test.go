@@ -427,4 +427,32 @@ func TestPublishAgainstBlockedBroker(t *testing.T) {
 	if r.took > 2*time.Second+2*time.Second+4*time.Second {
 		t.Errorf("publish took %s with -timeout 2s", r.took)
 	}
+
+	// A batch larger than the socket's buffers: the broker reads the
+	// first publish and then stops, so publish's write blocks with no
+	// confirm wait reached. The write's own bound (-timeout) closes the
+	// connection under it: exit 75, every claim accounted for.
+	dir := t.TempDir()
+	pad := strings.Repeat("x", 1<<20)
+	var files []string
+	for i := range 48 {
+		f := filepath.Join(dir, fmt.Sprintf("big-%02d.json", i))
+		os.WriteFile(f, fmt.Appendf(nil, `{"guid":"blocked-big-%02d","claimId":"C-BB%02d","docs":["r.pdf"],"pad":%q}`, i, i, pad), 0o644)
+		files = append(files, f)
+	}
+	r = w.run("publish", append([]string{"-timeout", "2s", "-json"}, files...)...)
+	if r.code != 75 || !strings.Contains(r.stderr, "stopped reading") || !strings.Contains(r.stderr, "blocking publishers") {
+		t.Errorf("48 claims of 1 MiB: exit %d, want 75 saying the broker stopped reading under its alarm:\n%s", r.code, r.stderr)
+	}
+	var sum struct {
+		Sent        int `json:"sent"`
+		Unconfirmed int `json:"unconfirmed"`
+		NotSent     int `json:"not_sent"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil || sum.Sent+sum.Unconfirmed+sum.NotSent != len(files) || sum.Unconfirmed == 0 {
+		t.Errorf("summary %q does not account for %d claims with some unconfirmed (%v)", r.stdout, len(files), err)
+	}
+	if r.took > 2*time.Second+2*time.Second+4*time.Second {
+		t.Errorf("48 claims of 1 MiB: publish took %s with -timeout 2s", r.took)
+	}
 }

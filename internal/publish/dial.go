@@ -70,6 +70,13 @@ func dialAsync(ctx context.Context, dialer broker.Dialer, url string, window int
 			g.d = dialed{err: fail.New(fail.Unavailable, err)}
 			return
 		}
+		// The handshake is bounded by the dial; the three round trips that
+		// follow (channel.open, exchange.declare, confirm.select) are not by
+		// the library, and a node that has accepted the connection and
+		// then stalls (one paused or cut off mid-partition keeps sending
+		// heartbeats) would hold publish forever. Past timeout the socket
+		// is closed under them, which fails the pending call.
+		stall := time.AfterFunc(timeout, func() { conn.CloseDeadline(time.Now()) })
 		// Publishing to a missing exchange makes the broker close the
 		// channel with 404 mid-batch; say "run topology first" up front, on
 		// the channel that will publish (one round trip less).
@@ -84,6 +91,13 @@ func dialAsync(ctx context.Context, dialer broker.Dialer, url string, window int
 			// Await's timeout is send's tick; send keeps the caller's
 			// Timeout itself, so that it can also watch for a signal.
 			p, err = confirm.New(ch, window, min(timeout, pollStep))
+		}
+		// Stop false: the timer has fired, and closes the connection
+		// whatever the calls returned.
+		if !stall.Stop() {
+			broker.Close(conn)
+			g.d = dialed{err: fail.Errorf(fail.Unavailable, "the broker took the connection but did not open a publishing channel within %s (-timeout): a node paused or cut off from its cluster does this; nothing was published", timeout)}
+			return
 		}
 		if err != nil {
 			broker.Close(conn)

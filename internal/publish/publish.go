@@ -119,7 +119,7 @@ func publishFiles(ctx context.Context, cfg *Config, stdin io.Reader, stderr io.W
 	})
 	defer watchdog()
 	prog := newProgress(stderr, cfg.Progress, len(cfg.Files)-b.invalid)
-	sendErr := send(ctx, d.p, cfg, b.claims, b.results, prog.update)
+	sendErr := send(ctx, d.p, cfg, b.claims, b.results, prog.update, func() { d.conn.CloseDeadline(time.Now()) })
 	prog.finish()
 
 	limit := brokerMax(d.closeReason())

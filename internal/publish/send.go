@@ -95,14 +95,19 @@ func reader(ctx context.Context, claims []claim, stop <-chan struct{}) (<-chan l
 // most.
 //
 // p must have been made with the timeout pollStep: Await's timeout is the
-// tick at which send checks its own deadline and the context.
-func send(ctx context.Context, p *confirm.Publisher, cfg *Config, claims []claim, results []result, progress func(int)) error {
+// tick at which send checks its own deadline and the context. abort closes
+// the connection under a write the broker has stopped reading (see
+// publishOne).
+func send(ctx context.Context, p *confirm.Publisher, cfg *Config, claims []claim, results []result, progress func(int), abort func()) error {
 	stop := make(chan struct{})
 	defer close(stop)
 	ready, free := reader(ctx, claims, stop)
 
 	s := &sender{ctx: ctx, p: p, cfg: cfg, claims: claims, results: results, progress: progress,
 		inflight: make(map[uint64]int, cfg.Window)}
+	s.stall = time.AfterFunc(time.Hour, abort)
+	s.stall.Stop()
+	defer s.stall.Stop()
 	runErr := s.publishAll(ready, free)
 	// Even after a signal, wait (briefly) for the outcome of what is out.
 	for len(s.inflight) > 0 && (runErr == nil || errors.Is(runErr, context.Canceled)) {
@@ -134,6 +139,7 @@ type sender struct {
 	inflight map[uint64]int // delivery tag → claim index
 	done     int
 	graceEnd time.Time
+	stall    *time.Timer // armed for cfg.Timeout around each write; it closes the connection
 }
 
 // publishAll publishes what the reader hands over until it has no more,
@@ -174,7 +180,12 @@ func (s *sender) publishOne(l loaded, free chan<- []byte) error {
 	}
 	c := &s.claims[l.i]
 	// PublishWithContext looks at ctx before it writes and never
-	// after: a message goes out whole or not at all.
+	// after: a message goes out whole or not at all. Nor does it bound the
+	// write: a broker that stops reading (an alarm, a node stalled in a
+	// partition) leaves it blocked once the socket's buffers are full, and
+	// no confirm wait is ever reached. So a write that takes longer than
+	// -timeout gets the connection closed under it, which fails it.
+	s.stall.Reset(s.cfg.Timeout)
 	tag, err := s.p.Publish(s.ctx, topo.Exchange, topo.RoutingKey, amqp.Publishing{
 		DeliveryMode: amqp.Persistent, // a durable queue keeps only persistent messages across a restart
 		ContentType:  "application/json",
@@ -186,8 +197,22 @@ func (s *sender) publishOne(l loaded, free chan<- []byte) error {
 	})
 	// The library has written the frames when Publish returns, so the
 	// buffer can be read into again.
+	stopped := s.stall.Stop()
 	if l.token {
 		free <- l.body
+	}
+	if !stopped {
+		// The timer fired, and the connection is being closed under this
+		// write, whether or not it got through first. Part of the claim
+		// may sit in the socket's buffers: the broker drops a message
+		// whose frames stop short, but "may or may not be queued" is the
+		// answer that is true either way, and publishing it again is safe.
+		if err == nil {
+			s.inflight[tag] = l.i
+		} else {
+			s.results[l.i] = result{outcome: unconfirmed, reason: "its write to the broker stalled past -timeout: it may or may not be queued; publishing it again is safe (the consumer deduplicates by message_id)"}
+		}
+		return fmt.Errorf("%w (%s): the broker stopped reading while %s was written", confirm.ErrTimeout, s.cfg.Timeout, c.name)
 	}
 	if err != nil {
 		if s.ctx.Err() != nil {

@@ -205,7 +205,23 @@ func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *ses
 	if err != nil {
 		return nil, nil, nil, fail.New(fail.Unavailable, err)
 	}
+	// The dial bounds the handshake; the session's opening (a channel,
+	// the topology's checks, qos, consume) is a dozen round trips the
+	// library does not bound, and a node that took the connection and then
+	// stalls (paused, or cut off mid-partition while its heartbeats go on)
+	// would hold the consumer on it for good, reconnecting nowhere. Past
+	// the dial's timeout the socket is closed under them, which fails the
+	// pending call, and the next attempt goes to the next address.
+	stall := time.AfterFunc(r.dialer.Timeout, func() { conn.CloseDeadline(time.Now()) })
 	s, deliveries, err := r.open(conn)
+	if !stall.Stop() {
+		if err == nil {
+			s.delay.close()
+		}
+		broker.Close(conn)
+		r.setURL(nextFirst(r.dialURL(), conn.RemoteAddr()))
+		return nil, nil, nil, fail.Errorf(fail.Unavailable, "the broker took the connection but did not open the session within %s: a node paused or cut off from its cluster does this", r.dialer.Timeout)
+	}
 	if err != nil {
 		broker.Close(conn)
 		return nil, nil, nil, err
@@ -326,7 +342,7 @@ func (r *relay) session(soft context.Context, conn *amqp.Connection, s *session,
 			// connection (the caller) gives them back at once. The workers
 			// still holding one finish it; their ack is refused, and the
 			// copy redelivered elsewhere meets the record.
-			return errStalled
+			return stall.why
 		case <-storeDown:
 			if err := r.holdBack(ch, deliveries); err != nil {
 				return err

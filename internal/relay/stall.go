@@ -2,6 +2,7 @@ package relay
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"strings"
@@ -28,9 +29,25 @@ import (
 // ready claim to a consumer with credit within milliseconds, so the
 // session is given up (its connection closed) and the consumer connects
 // to the next address of EAI_AMQP_URL.
+//
+// When the others have drained claim.in, its depth says nothing, yet the
+// cut-off node is of no use, and what its consumer acks goes nowhere. A
+// declaration does tell: with Khepri a queue's creation is a write to the
+// metadata store, which a node without the majority cannot make (it
+// blocks: rabbitmq.com/docs/metadata-store/failure-recovery). So while
+// claim.in shows no ready claim, the watch also declares a server-named
+// exclusive queue and deletes it; a node that answers neither the
+// passive declare nor that within half the period is given up too. The
+// same bound covers a node that stalled outright.
 
-// errStalled ends a session that --stall-after found stalled.
-var errStalled = errors.New("no delivery with a prefetch slot free while claim.in holds ready claims: the node seems cut off from the queue's leader")
+// errStalled ends a session that --stall-after found stalled; the error
+// the session ends with wraps it and says which sign it was.
+var errStalled = errors.New("session stalled")
+
+var (
+	errReadyNotDelivered = fmt.Errorf("%w: no delivery with a prefetch slot free while claim.in holds ready claims: the node seems cut off from the queue's leader", errStalled)
+	errNoAnswer          = fmt.Errorf("%w: no delivery with a prefetch slot free, and the node did not answer a queue declaration within the period: it seems cut off from its cluster's majority (its metadata store cannot write) or stalled", errStalled)
+)
 
 // stallWatch is one session's watch. lastDelivery is the session loop's
 // (UnixNano of the last delivery or of the session's start); held is the
@@ -41,6 +58,7 @@ type stallWatch struct {
 	lastDelivery atomic.Int64
 	holding      atomic.Bool // consuming is held back (the store is down): no delivery is expected
 	stalled      chan struct{}
+	why          error // set before stalled is closed
 	done         chan struct{}
 }
 
@@ -88,18 +106,20 @@ func (w *stallWatch) end() {
 // least a second (a passive declare each time the other conditions hold).
 func stallTick(after time.Duration) time.Duration { return max(after/4, time.Second) }
 
-// poll checks every stallTick. It asks the broker (a passive declare of
-// claim.in on a channel of its own) only when the local conditions hold,
-// so a busy consumer costs the broker nothing.
+// probeWait is how long the watch waits for the node's answer: half the
+// period, at least a second. A healthy node makes a queue in
+// milliseconds; a Khepri minority never does.
+func probeWait(after time.Duration) time.Duration { return max(after/2, time.Second) }
+
+// poll checks every stallTick. It asks the broker (on a channel of its
+// own) only when the local conditions hold, so a busy consumer costs the
+// broker nothing, and it waits for the answer at most the period.
 func (w *stallWatch) poll(conn *amqp.Connection, acks *acker) {
 	tick := time.NewTicker(stallTick(w.after))
 	defer tick.Stop()
-	var ch *amqp.Channel
-	defer func() {
-		if ch != nil {
-			ch.Close()
-		}
-	}()
+	// The probe's channel is not closed here: a probe may still wait on
+	// it, and the session's end closes the connection, and it with it.
+	p := &prober{conn: conn}
 	for {
 		select {
 		case <-w.done:
@@ -110,22 +130,80 @@ func (w *stallWatch) poll(conn *amqp.Connection, acks *acker) {
 		if w.holding.Load() || quiet < w.after || acks.held.Load() >= w.prefetch {
 			continue
 		}
-		if ch == nil {
-			var err error
-			if ch, err = conn.Channel(); err != nil {
-				return // the connection is closing: the session ends anyway
+		// The probe runs beside the watch: an RPC the node never answers
+		// returns only when the connection closes, which firing does.
+		answer := make(chan error, 1)
+		go func() { answer <- p.probe() }()
+		wait := time.NewTimer(probeWait(w.after))
+		var why error
+		select {
+		case <-w.done:
+			wait.Stop()
+			return
+		case err := <-answer:
+			wait.Stop()
+			if errors.Is(err, errClosing) {
+				return // the session ends anyway
 			}
+			why = err
+		case <-wait.C:
+			why = errNoAnswer
 		}
-		q, err := ch.QueueDeclarePassive(topo.Queue, true, false, false, false, nil)
-		if err != nil {
-			ch.Close() // closed by the broker already, or of no use
-			ch = nil
-			continue
-		}
-		if q.Messages > 0 {
+		if why != nil {
+			w.why = why
 			close(w.stalled)
 			return
 		}
+	}
+}
+
+// errClosing: the probe found the connection closing.
+var errClosing = errors.New("connection closing")
+
+// prober asks the node the watch's questions, on a channel of its own
+// that it keeps between probes. One probe runs at a time.
+type prober struct {
+	conn *amqp.Connection
+	ch   *amqp.Channel
+}
+
+// probe returns errReadyNotDelivered when claim.in holds ready claims,
+// nil when the node made a queue and deleted it, and errClosing when the
+// connection is going; an error of the channel alone is no sign (the
+// next probe opens another).
+func (p *prober) probe() error {
+	if p.ch == nil {
+		ch, err := p.conn.Channel()
+		if err != nil {
+			return errClosing
+		}
+		p.ch = ch
+	}
+	q, err := p.ch.QueueDeclarePassive(topo.Queue, true, false, false, false, nil)
+	if err == nil && q.Messages > 0 {
+		return errReadyNotDelivered
+	}
+	if err == nil {
+		// Server-named, exclusive: no name to clash with, and gone with
+		// the connection if the delete does not come.
+		var made amqp.Queue
+		if made, err = p.ch.QueueDeclare("", false, true, true, false, nil); err == nil {
+			_, err = p.ch.QueueDelete(made.Name, false, false, false)
+		}
+	}
+	if err != nil {
+		p.close() // closed by the broker already, or of no use
+		if p.conn.IsClosed() {
+			return errClosing
+		}
+	}
+	return nil
+}
+
+func (p *prober) close() {
+	if p.ch != nil {
+		p.ch.Close()
+		p.ch = nil
 	}
 }
 

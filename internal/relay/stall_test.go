@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"eaimq/internal/brokertest"
+	"eaimq/internal/fail"
 )
 
 // swallowAfter stands between the first session's consumer and the relay
@@ -96,5 +98,106 @@ func TestStallNotOnAnIdleQueue(t *testing.T) {
 	r.wait(t)
 	if strings.Contains(r.log.String(), "session stalled") || strings.Contains(r.log.String(), "msg=reconnected") {
 		t.Errorf("an idle session was given up:\n%s", r.log.String())
+	}
+}
+
+// cutOffWrites stands between the relay and the broker the way a node
+// cut off from its cluster's majority under Khepri behaves, from the
+// client's side: from the relay's first basic.ack on, its acks go nowhere
+// and a queue's creation (a non-passive queue.declare: a write to the
+// metadata store) is never answered, while passive declares, deliveries
+// already sent and heartbeats go on. cut and writes count what it kept
+// from the broker.
+func cutOffWrites(t *testing.T, url string, cut, writes *atomic.Int32) string {
+	return brokertest.FilterClient(t, url, func(f brokertest.Frame) bool {
+		switch class, method := f.Method(); {
+		case class == 60 && method == 80: // basic.ack
+			cut.Add(1)
+			return true
+		case class == 50 && method == 10 && cut.Load() > 0: // queue.declare
+			// reserved short, queue name (shortstr), then the bits:
+			// passive is the lowest.
+			p := f.Payload[4:]
+			if n := int(p[2]); len(p) > 3+n && p[3+n]&1 == 0 {
+				writes.Add(1)
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestStallWhenTheNodeCannotWrite: the consumer's node is cut off after
+// it took every claim (prefetch 5, 5 claims), so claim.in shows no ready
+// claim and its depth says nothing; the node answers passive declares but
+// makes no queue. With --stall-after 2s the session is given up once a
+// queue's creation goes unanswered for the period; the next address takes
+// the claims back (their acks never arrived) and meets their records:
+// each is called once. The gate: the acks and the probe's declaration
+// were really kept from the broker.
+func TestStallWhenTheNodeCannotWrite(t *testing.T) {
+	const claims = 5
+	w := newWorld(t)
+	cfg := w.config()
+	cfg.StallAfter = 2 * time.Second
+	var cut, writes atomic.Int32
+	cfg.URL = cutOffWrites(t, w.vh.URL, &cut, &writes) + "," + w.vh.URL
+	w.vh.PublishClaims(t, brokertest.Claims("cutoff", "C-cut", claims, true)...)
+	start := time.Now()
+	r := w.start(cfg)
+	brokertest.Eventually(t, 30*time.Second, "the session given up as stalled", func() bool {
+		return strings.Contains(r.log.String(), "session stalled")
+	})
+	took := time.Since(start)
+	if cut.Load() == 0 || writes.Load() == 0 {
+		t.Fatalf("acks kept %d, declarations kept %d: the cut was not the one made here\n%s", cut.Load(), writes.Load(), r.log.String())
+	}
+	if !strings.Contains(r.log.String(), "did not answer a queue declaration") {
+		t.Errorf("the stall is not the unanswered declaration:\n%s", r.log.String())
+	}
+	// The bound the manual states: d, a tick (a quarter of d, at least
+	// 1 s) and half of d (at least 1 s) for the answer: 4 s here, and
+	// slack for a loaded machine.
+	if took > 4*time.Second+5*time.Second {
+		t.Errorf("stall noticed after %s with --stall-after 2s", took)
+	}
+	brokertest.Eventually(t, 30*time.Second, "the claims settled on the next address", func() bool {
+		return strings.Contains(r.log.String(), "msg=reconnected") && w.drained()
+	})
+	r.wait(t)
+	for id, n := range w.partner.Stats().ByGuid {
+		if n != 1 {
+			t.Errorf("%s called %d times, want 1", id, n)
+		}
+	}
+	if got := len(w.partner.Stats().Accepted); got != claims {
+		t.Errorf("%d claims accepted, want %d", got, claims)
+	}
+	w.assertQueues(0, 0, 0)
+}
+
+// TestSessionOpeningIsBounded: a node that takes the connection and then
+// answers nothing on a channel (its heartbeats go on) does not hold the
+// consumer: the session's opening gives up after the dial's timeout (10 s)
+// and the run exits 69 saying so, rather than waiting for ever.
+func TestSessionOpeningIsBounded(t *testing.T) {
+	w := newWorld(t)
+	cfg := w.config()
+	url, stalled := brokertest.StallAfterHandshake(t, w.vh.URL)
+	cfg.URL = url
+	start := time.Now()
+	r := w.start(cfg)
+	select {
+	case <-r.done:
+	case <-time.After(40 * time.Second):
+		t.Fatalf("the relay still opening its session 40 s after it started:\n%s", r.log.String())
+	}
+	select {
+	case <-stalled:
+	default:
+		t.Fatalf("no frame was kept from the broker: the stall did not happen (%v)", r.err)
+	}
+	if fail.Of(r.err) != fail.Unavailable || !strings.Contains(fmt.Sprint(r.err), "did not open the session within 10s") {
+		t.Errorf("run ended with %v after %s; want unavailable, naming the stall", r.err, time.Since(start))
 	}
 }

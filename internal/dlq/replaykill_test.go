@@ -1,0 +1,148 @@
+package dlq
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"eaimq/internal/broker"
+	"eaimq/internal/brokertest"
+	"eaimq/internal/claimsys"
+	"eaimq/internal/store"
+	"eaimq/internal/store/deadletter"
+	"eaimq/internal/topo"
+)
+
+// envReplayChild makes the test binary a replay process of its own
+// (TestReplayChild) for the row it names, which the parent SIGKILLs.
+const envReplayChild = "EAIMQ_TEST_REPLAY_CHILD"
+
+// TestReplayChild is not a test: it is the process
+// TestReplayRowsKilledBetweenConfirmAndMark kills. It replays the row
+// named by envReplayChild from EAI_MQ_DB's store to EAI_AMQP_URL and,
+// once the broker has confirmed the copy and before the row is marked,
+// says "confirmed" on stdout and blocks until it is killed.
+func TestReplayChild(t *testing.T) {
+	id := os.Getenv(envReplayChild)
+	if id == "" {
+		return // run by the parent only
+	}
+	die := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	st, err := store.Open(os.Getenv(store.EnvPath), store.Options{})
+	if err != nil {
+		die(err)
+	}
+	conn, err := amqp.Dial(os.Getenv(broker.EnvURL))
+	if err != nil {
+		die(err)
+	}
+	b, err := NewIngestedBrowser(conn, st)
+	if err != nil {
+		die(err)
+	}
+	c := Config{IDs: []string{id}, MaxReplays: DefaultMaxReplays, Actor: Actor{Who: "killed", Via: "dlq replay"}}
+	c.Hooks.AfterConfirm = func() error {
+		fmt.Println("confirmed")
+		select {}
+	}
+	err = Replay(context.Background(), b, c, io.Discard, os.Stderr)
+	fmt.Fprintln(os.Stderr, "Replay returned:", err)
+	os.Exit(4)
+}
+
+// TestReplayRowsKilledBetweenConfirmAndMark, the fault row: a replay
+// process SIGKILLed after the broker confirmed its copy and before it
+// marked the row. Nothing of it runs after the kill: the row stays
+// replaying (a plain replay skips it: its copy may be out), replay -force
+// past the lease sends it again (at most one extra publish), and the
+// consumer's dedup absorbs the extra copy: the partner is called once.
+func TestReplayRowsKilledBetweenConfirmAndMark(t *testing.T) {
+	for _, be := range ingestBackends {
+		t.Run(be.name, func(t *testing.T) {
+			w := newIngestWorld(t, be.loc(t))
+			w.putRows(t, "kill", 1)
+			const id = "kill-000"
+
+			child := exec.Command(os.Args[0], "-test.run=^TestReplayChild$", "-test.count=1")
+			child.Env = append(os.Environ(), envReplayChild+"="+id, broker.EnvURL+"="+w.vh.URL, store.EnvPath+"="+w.loc)
+			var stderr brokertest.Buffer
+			child.Stderr = &stderr
+			out, err := child.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := child.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+			// The gate: the child has its confirm and waits before the
+			// mark; the copy is in claim.in and the row is replaying.
+			confirmed := make(chan bool, 1)
+			go func() {
+				line, _ := bufio.NewReader(out).ReadString('\n')
+				confirmed <- line == "confirmed\n"
+			}()
+			select {
+			case ok := <-confirmed:
+				if !ok {
+					t.Fatalf("the child ended before a confirm:\n%s", stderr.String())
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the child never had its confirm:\n%s", stderr.String())
+			}
+			if n := w.vh.Depth(t, topo.Queue); n != 1 {
+				t.Fatalf("claim.in holds %d at the gate, want the confirmed copy", n)
+			}
+			if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if err := child.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+				t.Fatalf("the child: %v, want killed", err)
+			}
+			if r := w.row(t, id); r.State != deadletter.StateReplaying {
+				t.Fatalf("the row is %q after the kill, want replaying", r.State)
+			}
+
+			// A replay without -force leaves it: its copy is out.
+			_, text, err := w.replayRows(t, Config{IDs: []string{id}})
+			if err != nil || !strings.Contains(text, "skipped "+id+": replaying since") {
+				t.Errorf("replay of the row left replaying: %v\n%s", err, text)
+			}
+			// -force past the lease: the one extra publish.
+			_, text, err = w.replayRows(t, Config{IDs: []string{id}, Force: true, ReplayLease: time.Nanosecond})
+			if err != nil || !strings.Contains(text, "replayed "+id) {
+				t.Fatalf("replay -force of the row left replaying: %v\n%s", err, text)
+			}
+			if n := w.vh.Depth(t, topo.Queue); n != 2 {
+				t.Fatalf("claim.in holds %d, want 2 (the killed replay's copy and the one extra)", n)
+			}
+			if r := w.row(t, id); r.State != deadletter.StateReplayed {
+				t.Errorf("the row is %q, want replayed", r.State)
+			}
+
+			p := claimsys.New()
+			srv := httptest.NewServer(p)
+			defer srv.Close()
+			runConsumer(t, w.vh, srv.URL, w.loc)
+			if !w.vh.Drained(t) {
+				t.Fatalf("claim.in not drained: %+v", w.vh.Queues(t)[topo.Queue])
+			}
+			if n := p.Stats().ByGuid[id]; n != 1 {
+				t.Errorf("the partner was called %d times for %s, want once", n, id)
+			}
+		})
+	}
+}
