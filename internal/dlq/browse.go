@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -63,6 +64,10 @@ type Browser struct {
 	// states are the rows' states it reads: deadletter.Live, or the
 	// archive's purged ones (NewIngestedArchiveBrowser).
 	states []deadletter.State
+	// moreBound (0: none) bounds the count of the ingested rows a -limit
+	// left out: past it, total is a lower bound and over says so.
+	moreBound int
+	over      bool
 }
 
 // NewBrowser opens a channel on conn to walk claim.dead, reading what the
@@ -229,6 +234,15 @@ func (b *Browser) walk(ctx context.Context, limit int, fn func(*dead) (bool, err
 	return nil
 }
 
+// unlookedText is unlooked for people: "over N" when the count stopped
+// at its bound (moreBound).
+func (b *Browser) unlookedText() string {
+	if b.over {
+		return fmt.Sprintf("over %d", b.unlooked())
+	}
+	return strconv.Itoa(b.unlooked())
+}
+
 // unlooked is how many dead letters -limit or -max-held left out.
 func (b *Browser) unlooked() int {
 	if !b.bounded && (b.limit == 0 || b.looked < b.limit) {
@@ -292,6 +306,7 @@ func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool,
 	}
 	q := b.narrow
 	b.limit = limit
+	var last int64 // the seq of the last row looked at
 	for {
 		q.Limit = rowsPage
 		if limit > 0 {
@@ -309,6 +324,7 @@ func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool,
 				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s): %w", b.looked, ctx.Err())
 			}
 			b.looked++
+			last = r.Seq
 			more, err := fn(deadOfRow(r))
 			if err != nil || !more {
 				return err
@@ -322,11 +338,23 @@ func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool,
 	b.total = b.looked // all of them, unless -limit cut the walk short
 	if limit > 0 && b.looked >= limit {
 		// Only -limit needs the total: how many it left out.
-		n, err := b.ingested.CountDeadLetters(ctx, b.narrow)
+		rest := b.narrow
+		if b.moreBound > 0 {
+			// Those after the last one looked at, counted up to one past
+			// the bound: the count reads at most that many index entries,
+			// where all of them were a scan of the million (most of a
+			// `dlq -limit 50 list`'s time).
+			rest.After, rest.Limit = last, b.moreBound+1
+		}
+		n, err := b.ingested.CountDeadLetters(ctx, rest)
 		if err != nil {
 			return fail.Errorf(fail.IO, "count the ingested dead letters in the store %s: %w", b.store.Path(), err)
 		}
 		b.total = int(n)
+		if b.moreBound > 0 {
+			b.over = n > int64(b.moreBound)
+			b.total = b.looked + min(int(n), b.moreBound)
+		}
 	}
 	return nil
 }

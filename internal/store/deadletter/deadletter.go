@@ -5,6 +5,7 @@
 package deadletter
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -231,6 +232,18 @@ func Prune(states []State, before time.Time, ph func(n int) string, at func(time
 	var args []any
 	arg := func(v any) string { args = append(args, v); return ph(len(args)) }
 	return "state IN (" + list(states, func(v any) string { return arg(string(v.(State))) }) + ") AND state_at < " + arg(at(before)), args
+}
+
+// CountSQL is the query of how many rows where selects, at most limit of
+// them (0: all). Bounded, the count reads at most limit index entries and
+// stops: an exact count reads every one (a million took 0.25 s in SQLite,
+// most of a `dlq -limit 50 list`), and a bound is all "more than N"
+// needs.
+func CountSQL(where string, limit int) string {
+	if limit <= 0 {
+		return `SELECT count(*) FROM dead_letters WHERE ` + where
+	}
+	return `SELECT count(*) FROM (SELECT 1 FROM dead_letters WHERE ` + where + ` LIMIT ` + strconv.Itoa(limit) + `) AS bounded`
 }
 
 // Columns are the table's columns in Row's order after Seq, for INSERT

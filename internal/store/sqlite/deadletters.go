@@ -137,10 +137,11 @@ func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadlett
 	return out, rows.Err()
 }
 
-// CountDeadLetters counts the rows q selects.
+// CountDeadLetters counts the rows q selects, at most q.Limit of them
+// when it is set (deadletter.CountSQL).
 func (s *Store) CountDeadLetters(ctx context.Context, q deadletter.Query) (int64, error) {
 	where, args := q.Where(qmark, textMatch)
 	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM dead_letters WHERE `+where, args...).Scan(&n)
+	err := s.db.QueryRowContext(ctx, deadletter.CountSQL(where, q.Limit), args...).Scan(&n)
 	return n, err
 }
