@@ -79,7 +79,11 @@ func (p *typedParser) errorf(format string, a ...any) error {
 func (p *typedParser) value() (any, error) {
 	switch c := p.peek(); c {
 	case '"':
-		return p.str()
+		s, err := p.str()
+		if v, ok := commonValue[s]; ok {
+			return v, err // no copy of the string into an interface
+		}
+		return s, err
 	case '[':
 		return p.list()
 	case '{':
@@ -171,6 +175,15 @@ var common = func() map[string]string {
 		"content_type", "content_encoding", "delivery_mode", "message_id", "correlation_id", "timestamp", "type",
 		"application/json", "eai.claim", "claim.in", "claim", "claim.dead", "table", "int64", "uint8",
 	} {
+		m[s] = s
+	}
+	return m
+}()
+
+// commonValue are common's strings as values, each boxed once.
+var commonValue = func() map[string]any {
+	m := make(map[string]any, len(common))
+	for s := range common {
 		m[s] = s
 	}
 	return m

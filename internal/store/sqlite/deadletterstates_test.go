@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,8 +52,7 @@ func TestDeadLetterSearchesUseIndexes(t *testing.T) {
 	}
 	for name, q := range searches {
 		where, args := q.Where(qmark, textMatch)
-		plan, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT seq, `+deadletter.Columns+`, `+deadletter.StateColumns+
-			` FROM dead_letters WHERE `+where+` ORDER BY seq LIMIT `+strconv.Itoa(q.Limit), args...)
+		plan, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+rowsSQL(where, q.Limit), args...)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
