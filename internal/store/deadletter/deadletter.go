@@ -278,9 +278,20 @@ type Group struct {
 // GroupsSQL is the query of the groups of the rows where selects (a
 // Query's Where), one row a group: word, status, count, min and max
 // dead_at, min seq.
+//
+// The rows are counted by their columns first (state, reason, status,
+// broker_reason: the order of the index dead_letters_groups, which also
+// holds dead_at and seq), then those counts merged into the page's groups
+// by the CASEs: grouped by the CASEs directly, the database read every
+// row of the table (a million of 1.2 KB: 13 to 22 s in SQLite, 6 s in
+// PostgreSQL, at load 9) and sorted them; by the index's columns it reads
+// the index alone, in its order (0.3 s of CPU in SQLite, 0.6 s in
+// PostgreSQL, for the million).
 func GroupsSQL(where string) string {
 	return `SELECT CASE WHEN broker_reason = '` + deliveryLimit + `' THEN '` + GroupCrashLoop + `' ELSE reason END AS word,
 		CASE WHEN broker_reason = '` + deliveryLimit + `' THEN 0 ELSE status END AS st,
-		count(*), min(dead_at), max(dead_at), min(seq)
-		FROM dead_letters WHERE ` + where + ` GROUP BY 1, 2`
+		CAST(sum(n) AS BIGINT), min(first), max(last), min(first_seq)
+		FROM (SELECT reason, status, broker_reason, count(*) AS n, min(dead_at) AS first, max(dead_at) AS last, min(seq) AS first_seq
+			FROM dead_letters WHERE ` + where + ` GROUP BY state, reason, status, broker_reason) AS counted
+		GROUP BY 1, 2`
 }
