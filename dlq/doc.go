@@ -36,7 +36,9 @@
 // "error" or "message"); and REASON, the reason on record (the -reason
 // words below) and its sentence ("unexpected 200: not a creation"). The
 // last line says how many were listed of how many looked at; when -limit
-// leaves dead letters unlooked-at, it says how many (on stderr with -json).
+// leaves dead letters unlooked-at, it says how many (on stderr with -json):
+// of ingested ones, "over 10000" past ten thousand (counting them all
+// would read every row).
 //
 // The broker's reasons (x-death):
 //

@@ -63,6 +63,11 @@ type Browser struct {
 	// states are the rows' states it reads: deadletter.Live, or the
 	// archive's purged ones (NewIngestedArchiveBrowser).
 	states []deadletter.State
+	// MoreBound (0: none) bounds the count of the ingested rows a -limit
+	// left out: past it, the count is a lower bound and Walked.Over says
+	// so (list sets it; the exact count costs a count of every row).
+	MoreBound int
+	over      bool
 }
 
 // NewBrowser opens a channel on conn to walk claim.dead, reading what the
@@ -292,6 +297,7 @@ func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool,
 	}
 	q := b.narrow
 	b.limit = limit
+	var last int64 // the seq of the last row looked at
 	for {
 		q.Limit = rowsPage
 		if limit > 0 {
@@ -309,6 +315,7 @@ func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool,
 				return fail.Errorf(fail.Interrupted, "interrupted after %d dead letter(s): %w", b.looked, ctx.Err())
 			}
 			b.looked++
+			last = r.Seq
 			more, err := fn(deadOfRow(r))
 			if err != nil || !more {
 				return err
@@ -322,11 +329,23 @@ func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool,
 	b.total = b.looked // all of them, unless -limit cut the walk short
 	if limit > 0 && b.looked >= limit {
 		// Only -limit needs the total: how many it left out.
-		n, err := b.ingested.CountDeadLetters(ctx, b.narrow)
+		rest := b.narrow
+		if b.MoreBound > 0 {
+			// Those after the last one looked at, counted up to one past
+			// the bound: the count reads at most that many index entries,
+			// where all of them were a scan of the million (most of a
+			// `dlq -limit 50 list`'s time).
+			rest.After, rest.Limit = last, b.MoreBound+1
+		}
+		n, err := b.ingested.CountDeadLetters(ctx, rest)
 		if err != nil {
 			return fail.Errorf(fail.IO, "count the ingested dead letters in the store %s: %w", b.store.Path(), err)
 		}
 		b.total = int(n)
+		if b.MoreBound > 0 {
+			b.over = n > int64(b.MoreBound)
+			b.total = b.looked + min(int(n), b.MoreBound)
+		}
 	}
 	return nil
 }

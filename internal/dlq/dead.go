@@ -236,6 +236,14 @@ func parse(d amqp.Delivery, noStore bool) *dead {
 		m.ClaimID = peek.ClaimID
 	}
 	m.Key = claim.Key(d.MessageId, peek.Guid, d.Body)
+	parseHeaders(m)
+	return m
+}
+
+// parseHeaders fills in what m's headers say: x-death, the replays, the
+// deliveries, the edit and the purge.
+func parseHeaders(m *dead) {
+	d := m.d
 	if deaths, ok := d.Headers["x-death"].([]any); ok && len(deaths) > 0 {
 		if t, ok := deaths[0].(amqp.Table); ok {
 			m.FromQueue, _ = t["queue"].(string)
@@ -250,7 +258,6 @@ func parse(d amqp.Delivery, noStore bool) *dead {
 	m.Edit = editOf(d.Headers)
 	m.Purged = purgedOf(d.Headers)
 	deathOf(m, d.Headers)
-	return m
 }
 
 // Replays reads a message's x-eaimq-replays, how often it was replayed

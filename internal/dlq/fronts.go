@@ -43,12 +43,13 @@ type Walked struct {
 	Looked   int    // dead letters looked at
 	Unlooked int    // dead letters -limit or -max-held left out
 	Bounded  bool   // the walk stopped at -max-held (BoundNote says so)
+	Over     bool   // Unlooked is a lower bound: the count stopped at MoreBound
 	Cut      string // the flag that left Unlooked out ("-limit 50")
 }
 
 // Walked says what b's walks looked at so far.
 func (b *Browser) Walked() Walked {
-	return Walked{Source: b.queue, Total: b.total, Looked: b.looked, Unlooked: b.unlooked(), Bounded: b.bounded, Cut: b.cut()}
+	return Walked{Source: b.queue, Total: b.total, Looked: b.looked, Unlooked: b.unlooked(), Bounded: b.bounded, Over: b.over, Cut: b.cut()}
 }
 
 // Each calls fn for each dead letter b looks at, at most limit (0: all),

@@ -505,14 +505,13 @@ func copyKey(m *dead) string {
 // when it was ingested.
 func deadOfRow(r deadletter.Row) *dead {
 	d := amqp.Delivery{Body: r.Body}
-	if t, err := decodeTable(r.Headers); err == nil {
+	if t, err := decodeTyped(r.Headers); err == nil {
 		d.Headers = t
 	}
-	if t, err := decodeTable(r.Properties); err == nil {
+	if t, err := decodeTyped(r.Properties); err == nil {
 		withProperties(&d, t)
 	}
-	m := parse(d, false)
-	m.Key = r.MessageID // as ingested, whatever the body says now
+	m := rowDead(d, r)
 	if r.Record != nil && json.Unmarshal(r.Record, &m.Rec) == nil {
 		m.Known = true
 	}

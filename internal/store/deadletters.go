@@ -18,7 +18,9 @@ type DeadLetters interface {
 	// DeadLetters returns the rows q selects, in the order of ingestion.
 	DeadLetters(ctx context.Context, q deadletter.Query) ([]deadletter.Row, error)
 	// CountDeadLetters is how many rows q selects (its After, IDs and
-	// filters; not its Limit).
+	// filters), at most q.Limit when it is set (0: all): a count that
+	// stops there, so that its cost is bounded by the limit, not by the
+	// table.
 	CountDeadLetters(ctx context.Context, q deadletter.Query) (int64, error)
 	// LastDeadLetterSeq is the largest seq in the table (0: none): a bulk
 	// action's selection ends there (Query.Through).

@@ -56,6 +56,12 @@ func TestQueryStatesAndThrough(t *testing.T) {
 	if want := []any{int64(3), int64(10), "dead", "replaying"}; !reflect.DeepEqual(args, want) {
 		t.Errorf("args %v, want %v", args, want)
 	}
+	// With a narrower condition the state is no index's (show's IDs read
+	// by the index of claimIds, not by the states').
+	where, _ = Query{IDs: []string{"C-1"}, Through: 10, States: Live}.Where(qmark, nil)
+	if want := "(message_id = ? OR claim_id = ?) AND seq <= ? AND state || '' IN (?, ?)"; where != want {
+		t.Errorf("where %q, want %q", where, want)
+	}
 }
 
 func TestWords(t *testing.T) {

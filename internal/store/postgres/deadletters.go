@@ -133,11 +133,12 @@ func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadlett
 	return out, rows.Err()
 }
 
-// CountDeadLetters counts the rows q selects.
+// CountDeadLetters counts the rows q selects, at most q.Limit of them
+// when it is set (deadletter.CountSQL).
 func (s *Store) CountDeadLetters(ctx context.Context, q deadletter.Query) (int64, error) {
 	where, args := pgWhere(q)
 	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE `+where, args...).Scan(&n)
+	err := s.pool.QueryRow(ctx, deadletter.CountSQL(where, q.Limit), args...).Scan(&n)
 	return n, err
 }
 

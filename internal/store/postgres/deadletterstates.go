@@ -71,6 +71,15 @@ func pgTextCond(words []string, arg func(any) string) string {
 	return "(words @> " + arg(ws) + "::text[] OR words @> " + arg([]string{deadletter.AllWords}) + "::text[])"
 }
 
+// pgMigrate6 adds the index that the page's groups are counted by
+// (deadletter.GroupsSQL), as SQLite's version 8: the columns of a group,
+// with dead_at and seq included so that the count is an index-only scan
+// (the table's visibility map set, as autovacuum leaves it).
+func pgMigrate6(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `CREATE INDEX dead_letters_groups ON dead_letters(state, reason, status, broker_reason) INCLUDE (dead_at, seq)`)
+	return err
+}
+
 // pgStateOf is r's state and its time as the table keeps them: a new row
 // is dead, never changed.
 func pgStateOf(r deadletter.Row) (string, *time.Time) {

@@ -74,6 +74,28 @@ func TestDeadLetterSearchesUseIndexes(t *testing.T) {
 			t.Errorf("%s scans a table:\n%s", name, text)
 		}
 	}
+	// The page's groups: counted from their index alone (an index-only
+	// scan: the table's rows are not read).
+	where, args := pgWhere(deadletter.Query{States: deadletter.Live, Through: 1000})
+	if _, err := conn.Exec(ctx, "VACUUM dead_letters"); err != nil { // the visibility map, as autovacuum sets it
+		t.Fatal(err)
+	}
+	plan, err := conn.Query(ctx, `EXPLAIN `+deadletter.GroupsSQL(where), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for plan.Next() {
+		var line string
+		if err := plan.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, line)
+	}
+	plan.Close()
+	if text := strings.Join(steps, "\n"); !strings.Contains(text, "Index Only Scan using dead_letters_groups") {
+		t.Errorf("the groups are not counted from their index alone:\n%s", text)
+	}
 	if _, err := conn.Exec(ctx, "RESET enable_seqscan"); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 // pgSchemaVersion is the version of a database this code wrote. Open
 // migrates older ones up to it and refuses newer ones. It counts on its
 // own: the PostgreSQL schema began after SQLite's second version.
-const pgSchemaVersion = 5
+const pgSchemaVersion = 6
 
 // pgMigrations[v] takes a database from version v to v+1, inside one
 // transaction.
@@ -19,6 +19,7 @@ var pgMigrations = []func(ctx context.Context, tx pgx.Tx) error{
 	pgMigrate3,
 	pgMigrate4, // deadletters.go
 	pgMigrate5, // deadletterstates.go
+	pgMigrate6, // deadletterstates.go
 }
 
 // pgMigrate1 creates the schema: the same tables and columns as SQLite's

@@ -99,11 +99,7 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 // DeadLetters returns the rows q selects, in the order of ingestion.
 func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadletter.Row, error) {
 	where, args := q.Where(qmark, textMatch)
-	query := `SELECT seq, ` + deadletter.Columns + `, ` + deadletter.StateColumns + ` FROM dead_letters WHERE ` + where + ` ORDER BY seq`
-	if q.Limit > 0 {
-		query += " LIMIT " + strconv.Itoa(q.Limit)
-	}
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	rows, err := s.db.QueryContext(ctx, rowsSQL(where, q.Limit), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +133,29 @@ func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadlett
 	return out, rows.Err()
 }
 
-// CountDeadLetters counts the rows q selects.
+// rowsSQL is the query of the rows where selects, in seq order, at most
+// limit (0: all).
+//
+// A page's seqs are chosen first, from the index alone, and only then are
+// its rows read, by their seq: an index on (state, seq) read for two
+// states (deadletter.Live) yields seqs out of order, and SQLite then
+// sorted the page's whole rows (bodies and all, each spilling over
+// 1 KiB pages) in a temporary B-tree, page after page of a whole list;
+// sorting the 500 seqs alone cost half the CPU (sqlite3, 200 pages of
+// a million rows: 0.14 s user against 0.23 to 0.31 s).
+func rowsSQL(where string, limit int) string {
+	cols := `SELECT seq, ` + deadletter.Columns + `, ` + deadletter.StateColumns + ` FROM dead_letters WHERE `
+	if limit <= 0 {
+		return cols + where + ` ORDER BY seq`
+	}
+	return cols + `seq IN (SELECT seq FROM dead_letters WHERE ` + where + ` ORDER BY seq LIMIT ` + strconv.Itoa(limit) + `) ORDER BY seq`
+}
+
+// CountDeadLetters counts the rows q selects, at most q.Limit of them
+// when it is set (deadletter.CountSQL).
 func (s *Store) CountDeadLetters(ctx context.Context, q deadletter.Query) (int64, error) {
 	where, args := q.Where(qmark, textMatch)
 	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM dead_letters WHERE `+where, args...).Scan(&n)
+	err := s.db.QueryRowContext(ctx, deadletter.CountSQL(where, q.Limit), args...).Scan(&n)
 	return n, err
 }

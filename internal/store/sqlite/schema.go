@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is PRAGMA user_version of a file this code wrote. Open
 // migrates older files up to it and refuses newer ones.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrations[v] takes a file from version v to v+1, inside one
 // transaction.
@@ -22,6 +22,7 @@ var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	migrate5,
 	migrate6, // deadletters.go
 	migrate7, // deadletterstates.go
+	migrate8, // deadletterstates.go
 }
 
 const schema1 = `CREATE TABLE claims (
