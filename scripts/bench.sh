@@ -57,6 +57,7 @@ $quick || bench 'DLQServeGroups' ./dlq 1x
 # Dead letters at scale (issue 29; docs/figures.md): ingestion, and the
 # read path over a million ingested rows.
 $quick || bench 'DLQIngest' ./dlq 1x
+$quick || bench 'DLQReplayRows' ./dlq 1x
 $quick || bench 'DLQReadMillion' ./dlq 1x
 $quick || bench 'ConsumerLargeClaimsRSS' ./internal/e2e 1x
 bench 'ScaleOutPostgres' ./consumer "${rounds}x"
@@ -193,6 +194,10 @@ figure "the broker's peak RSS during an ingest / before it ($(metric DLQIngest D
 	"$(metric DLQIngest DLQIngest broker-peak/before)" le 1.1 "(the same)"
 figure "the same during the bare consumer's run (what any consumer of claim.dead costs the broker)" \
 	"$(metric DLQIngest DLQIngest broker-peak/before-bare)" - "" "(the same)"
+figure "dlq replay -all -rate 0 of 100,000 ingested rows / publish over 100,000 files, exec to exit, same run ($(metric DLQReplayRows DLQReplayRows rows/s-replay) vs $(metric DLQReplayRows DLQReplayRows claims/s-publish) a second)" \
+	"$(metric DLQReplayRows DLQReplayRows replay/publish)" ge 0.7 "$b DLQReplayRows -benchtime 1x ./dlq"
+figure "the broker's peak RSS across both / its watermark ($(metric DLQReplayRows DLQReplayRows MiB-broker-peak) MiB)" \
+	"$(metric DLQReplayRows DLQReplayRows broker-peak/watermark)" le 1.0 "(the same)"
 for be in sqlite postgres; do
 	figure "$be: dlq -limit 50 list over 1,000,000 ingested, exec to exit (median of 5), ms" \
 		"$(metric DLQReadMillion "DLQReadMillion/$be" ms-list-limit-50)" le 150 "$b DLQReadMillion -benchtime 1x ./dlq"

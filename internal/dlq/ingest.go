@@ -428,7 +428,7 @@ func (in *ingester) emptied(ch *amqp.Channel) bool {
 // object) is kept as it came, with why in Raw: it never stops the rest.
 func rowOf(m *dead, now time.Time) deadletter.Row {
 	d := m.d
-	r := deadletter.Row{CopyKey: copyKey(m), MessageID: m.Key, ClaimID: m.ClaimID, GUID: guidOf(d.Body),
+	r := deadletter.Row{CopyKey: copyKey(m), MessageID: m.Key, ClaimID: m.ClaimID, GUID: m.guid,
 		Reason: m.Reason().String(), DeadAt: m.DeadAt, BrokerReason: m.Broker, Body: d.Body, IngestedAt: now}
 	if r.Body == nil {
 		r.Body = []byte{}
@@ -447,8 +447,7 @@ func rowOf(m *dead, now time.Time) deadletter.Row {
 		why = append(why, "properties: "+err.Error())
 		r.Properties = []byte(`{"table":{}}`)
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(d.Body, &obj) != nil {
+	if !m.object {
 		why = append(why, "the body is not a JSON object")
 	}
 	for i, w := range why {

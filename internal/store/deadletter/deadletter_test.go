@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func qmark(int) string       { return "?" }
@@ -83,6 +85,42 @@ func TestWords(t *testing.T) {
 	if got := Words(long); len(got) != MaxWords+1 || got[MaxWords] != AllWords || !slices.Contains(got, strings.Repeat("y", MaxWordBytes)) {
 		t.Errorf("Words of a long body: %d words, the last %q; want %d and %q, and the long word cut", len(got), got[len(got)-1], MaxWords+1, AllWords)
 	}
+}
+
+// TestWordsAsBefore: words without an allocation a repeated word gives
+// the words the first version gave, one string and one lower-cased copy
+// for each occurrence (wordsRef).
+func TestWordsAsBefore(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		parts := rapid.SliceOf(rapid.SampledFrom([]string{"a", "A", "b", "Bb", "0", " ", ",", "\"", "\xff", "é", "É", "x1", "X1", "-"})).Draw(t, "parts")
+		b := []byte(strings.Join(parts, ""))
+		max := rapid.IntRange(0, 5).Draw(t, "max")
+		if got, want := words(b, max), wordsRef(b, max); !slices.Equal(got, want) {
+			t.Fatalf("words(%q, %d) = %q, want %q", b, max, got, want)
+		}
+	})
+}
+
+func wordsRef(b []byte, max int) []string {
+	seen := map[string]bool{}
+	var out []string
+	for i := 0; i < len(b) && (max <= 0 || len(out) < max); {
+		if !wordByte(b[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && wordByte(b[j]) {
+			j++
+		}
+		w := string(asciiLower(b[i:j]))
+		i = j
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func TestHasText(t *testing.T) {

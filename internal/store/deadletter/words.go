@@ -36,10 +36,14 @@ func wordByte(c byte) bool {
 }
 
 // words are the distinct words of b, in order of appearance, at most max
-// (0: all).
+// (0: all). A word seen already costs no allocation (the map is looked
+// up by the bytes, lower-cased into one buffer): ingestion finds the
+// words of every dead letter, and a string and a lower-cased copy for
+// each occurrence were a fifth of SQLite's share of it.
 func words(b []byte, max int) []string {
-	seen := map[string]bool{}
+	var seen map[string]bool
 	var out []string
+	var lower []byte
 	for i := 0; i < len(b) && (max <= 0 || len(out) < max); {
 		if !wordByte(b[i]) {
 			i++
@@ -49,14 +53,32 @@ func words(b []byte, max int) []string {
 		for j < len(b) && wordByte(b[j]) {
 			j++
 		}
-		w := string(asciiLower(b[i:j]))
+		w := b[i:j]
 		i = j
-		if !seen[w] {
-			seen[w] = true
-			out = append(out, w)
+		if hasUpper(w) {
+			lower = appendLower(lower[:0], w)
+			w = lower
 		}
+		if seen[string(w)] {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		s := string(w)
+		seen[s] = true
+		out = append(out, s)
 	}
 	return out
+}
+
+func hasUpper(b []byte) bool {
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 // Words are the words of body as PostgreSQL's index keeps them: each cut
@@ -107,13 +129,15 @@ func HasText(body []byte, text string) bool {
 // asciiLower is b with its ASCII letters lower-cased, and nothing else
 // changed (bytes.ToLower would rewrite other letters' UTF-8, and invalid
 // UTF-8 too).
-func asciiLower(b []byte) []byte {
-	out := make([]byte, len(b))
-	for i, c := range b {
+func asciiLower(b []byte) []byte { return appendLower(make([]byte, 0, len(b)), b) }
+
+// appendLower appends b to dst with its ASCII letters lower-cased.
+func appendLower(dst, b []byte) []byte {
+	for _, c := range b {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		out[i] = c
+		dst = append(dst, c)
 	}
-	return out
+	return dst
 }
