@@ -1,7 +1,6 @@
 package dlq
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -75,34 +74,11 @@ func TestIngestFaultKilled(t *testing.T) {
 			const n = 30
 			w.deadLetters(t, "kill", n)
 
-			child := exec.Command(os.Args[0], "-test.run=^TestIngestChild$", "-test.count=1")
-			child.Env = append(os.Environ(), envIngestChild+"=1", broker.EnvURL+"="+w.vh.URL, store.EnvPath+"="+w.loc)
-			var stderr brokertest.Buffer
-			child.Stderr = &stderr
-			out, err := child.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { child.Process.Kill(); child.Wait() })
 			// The gate: the child committed its first batch and waits
 			// before the ack; its rows are in the database, and the
 			// broker still has the batch unacked.
-			committed := make(chan bool, 1)
-			go func() {
-				line, _ := bufio.NewReader(out).ReadString('\n')
-				committed <- line == "committed\n"
-			}()
-			select {
-			case ok := <-committed:
-				if !ok {
-					t.Fatalf("the child ended before a commit:\n%s", stderr.String())
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatalf("the child never committed a batch:\n%s", stderr.String())
-			}
+			child := startGatedChild(t, "TestIngestChild", "committed",
+				envIngestChild+"=1", broker.EnvURL+"="+w.vh.URL, store.EnvPath+"="+w.loc)
 			if rows := len(w.rows(t, deadletter.Query{})); rows != 10 {
 				t.Fatalf("%d rows at the gate, want the first batch's 10", rows)
 			}
@@ -110,12 +86,7 @@ func TestIngestFaultKilled(t *testing.T) {
 			brokertest.Eventually(t, 30*time.Second, "the committed batch still unacked at the gate", func() bool {
 				return w.vh.Queues(t)[topo.DeadQueue].Unacked >= 10
 			})
-			if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			if err := child.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
-				t.Fatalf("the child: %v, want killed", err)
-			}
+			child.kill(t)
 			brokertest.Eventually(t, 30*time.Second, "claim.dead holding all 30 again", func() bool {
 				q := w.vh.Queues(t)[topo.DeadQueue]
 				return q.Messages == n && q.Unacked == 0

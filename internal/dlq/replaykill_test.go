@@ -76,42 +76,14 @@ func TestReplayRowsKilledBetweenConfirmAndMark(t *testing.T) {
 			w.putRows(t, "kill", 1)
 			const id = "kill-000"
 
-			child := exec.Command(os.Args[0], "-test.run=^TestReplayChild$", "-test.count=1")
-			child.Env = append(os.Environ(), envReplayChild+"="+id, broker.EnvURL+"="+w.vh.URL, store.EnvPath+"="+w.loc)
-			var stderr brokertest.Buffer
-			child.Stderr = &stderr
-			out, err := child.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { child.Process.Kill(); child.Wait() })
 			// The gate: the child has its confirm and waits before the
 			// mark; the copy is in claim.in and the row is replaying.
-			confirmed := make(chan bool, 1)
-			go func() {
-				line, _ := bufio.NewReader(out).ReadString('\n')
-				confirmed <- line == "confirmed\n"
-			}()
-			select {
-			case ok := <-confirmed:
-				if !ok {
-					t.Fatalf("the child ended before a confirm:\n%s", stderr.String())
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatalf("the child never had its confirm:\n%s", stderr.String())
-			}
+			child := startGatedChild(t, "TestReplayChild", "confirmed",
+				envReplayChild+"="+id, broker.EnvURL+"="+w.vh.URL, store.EnvPath+"="+w.loc)
 			if n := w.vh.Depth(t, topo.Queue); n != 1 {
 				t.Fatalf("claim.in holds %d at the gate, want the confirmed copy", n)
 			}
-			if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			if err := child.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
-				t.Fatalf("the child: %v, want killed", err)
-			}
+			child.kill(t)
 			if r := w.row(t, id); r.State != deadletter.StateReplaying {
 				t.Fatalf("the row is %q after the kill, want replaying", r.State)
 			}
@@ -144,5 +116,57 @@ func TestReplayRowsKilledBetweenConfirmAndMark(t *testing.T) {
 				t.Errorf("the partner was called %d times for %s, want once", n, id)
 			}
 		})
+	}
+}
+
+// gatedChild is the test binary run as a process of its own (one of the
+// Test*Child functions), stopped at a gate it announces on stdout.
+type gatedChild struct {
+	cmd    *exec.Cmd
+	stderr *brokertest.Buffer
+}
+
+// startGatedChild runs the test binary's test name with env added, and
+// returns once it has written the line gate on stdout (it then waits to
+// be killed); it fails the test if the child ends or stays silent for a
+// minute first.
+func startGatedChild(t *testing.T, name, gate string, env ...string) *gatedChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	c := &gatedChild{cmd: cmd, stderr: &brokertest.Buffer{}}
+	cmd.Stderr = c.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	at := make(chan bool, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		at <- line == gate+"\n"
+	}()
+	select {
+	case ok := <-at:
+		if !ok {
+			t.Fatalf("%s ended before %q:\n%s", name, gate, c.stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s never said %q:\n%s", name, gate, c.stderr.String())
+	}
+	return c
+}
+
+// kill SIGKILLs the child at its gate and waits for its end.
+func (c *gatedChild) kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("the child: %v, want killed", err)
 	}
 }
