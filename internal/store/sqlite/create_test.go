@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -95,6 +96,38 @@ func TestMisconfigured(t *testing.T) {
 		}
 		if Misconfigured(c.err) && Transient(c.err) {
 			t.Errorf("%v is both misconfigured and transient", c.err)
+		}
+	}
+}
+
+// TestOpenNewFileConcurrently: consumers started together on one new
+// file (two relays on one store, a restart of several) all open it.
+// Their first statements race for the file: the switch to WAL and the
+// schema's creation take locks that SQLite may refuse at once, without
+// waiting out the busy timeout, so Open retries what it refused. Rounds
+// of eight opens at once, each on a new file.
+func TestOpenNewFileConcurrently(t *testing.T) {
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), "processed.db")
+		const n = 8
+		errs := make(chan error, n)
+		var start sync.WaitGroup
+		start.Add(1)
+		for range n {
+			go func() {
+				start.Wait()
+				s, err := Open(path, Options{})
+				if err == nil {
+					err = s.Close()
+				}
+				errs <- err
+			}()
+		}
+		start.Done()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
 		}
 	}
 }

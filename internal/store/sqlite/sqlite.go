@@ -19,7 +19,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
+	"github.com/mattn/go-sqlite3"
 	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3"
 
 	"eaimq/internal/claim"
@@ -141,7 +143,7 @@ func Open(path string, o Options) (*Store, error) {
 	}
 	s := &Store{db: db, path: given, file: path, owner: o.Owner, liveness: o.Liveness, durability: o.Synchronous, readOnly: o.ReadOnly, created: created, ablation: o.Ablation,
 		reqs: make(chan *request, 256), stopped: make(chan struct{})}
-	if err := s.init(o.ReadOnly); err != nil {
+	if err := s.initShared(o.ReadOnly); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("dedup store %s: %w", given, err)
 	}
@@ -153,6 +155,25 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("dedup store %s: %w", given, err)
 	}
 	return s, nil
+}
+
+// initShared is init, tried again while another process holds the file
+// locked. Consumers started together on one new file race for it: the
+// switch to WAL and the schema's creation take locks that SQLite refuses
+// at once (SQLITE_BUSY without waiting out the busy timeout, where
+// waiting could deadlock), and init is safe to run again (the pragmas are
+// idempotent; migrate reads the version under its write lock). Bounded by
+// the busy timeout's 10 s (TestOpenNewFileConcurrently).
+func (s *Store) initShared(readOnly bool) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := s.init(readOnly)
+		var se sqlite3.Error
+		if err == nil || !errors.As(err, &se) || (se.Code != sqlite3.ErrBusy && se.Code != sqlite3.ErrLocked) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+	}
 }
 
 // create makes sure the file exists, 0600: SQLite would create it 0644,
