@@ -60,10 +60,23 @@ func (s *snapshot) fresh(depth int, derr error, gen int64) bool {
 // (one at a time: a request that comes while one is under way is shown the
 // groups kept, or waits for the walk when there are none).
 func (w *web) Overview(ctx context.Context, refresh bool) (Overview, error) {
-	depth, derr := w.depth(ctx)
+	// The depth is read only to judge kept groups (and to show it beside
+	// them). Without any (the first load) or when the person asks for a new
+	// count, the walk counts the depth itself: reading it before would be a
+	// second pass over what the walk reads (over a million ingested rows in
+	// PostgreSQL, a count of 0.6 s before the groups' own).
+	var depth int
+	var derr error
+	read := false
 	for {
 		w.cache.mu.Lock()
 		s, building := w.cache.snap, w.cache.building
+		if s != nil && !refresh && !read {
+			w.cache.mu.Unlock()
+			depth, derr = w.depth(ctx)
+			read = true
+			continue
+		}
 		switch {
 		case s != nil && !refresh && s.fresh(depth, derr, w.gen.Load()):
 			w.cache.mu.Unlock()
