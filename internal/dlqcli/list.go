@@ -112,7 +112,7 @@ func toRow(m *dlq.Dead) Row {
 	r := Row{MessageID: m.Key, ClaimID: m.ClaimID, DeadAt: m.DeadAt, FromQueue: m.FromQueue, Broker: m.Broker,
 		Count: m.Count, CrashLoop: m.CrashLoop(), Reason: m.Reason().String(), DeadReason: m.Sentence(), Recorded: m.Known,
 		OurReason: m.OurReason(), Replays: m.Replays, Deliveries: m.Deliveries, Edit: m.Edit, Purged: m.Purged,
-		hasDeath: m.HasDeath, hasDeliveries: hasHeader(m, "x-delivery-count")}
+		hasDeath: m.HasDeath, hasDeliveries: m.HasDeliveries || hasHeader(m, "x-delivery-count")}
 	if m.Known {
 		r.State, r.Status, r.Excerpt, r.Attempts = string(m.Rec.State), m.Rec.LastStatus, m.Rec.LastError, m.Rec.Attempts
 	}
@@ -135,6 +135,7 @@ func List(ctx context.Context, b *dlq.Browser, c dlq.Config, stdout, stderr io.W
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	defer w.Flush()
 	b.MoreBound = listMoreBound
+	b.Lean = true // the table and the JSON rows print the model's fields only
 	n := 0
 	if !c.JSON {
 		fmt.Fprintf(w, tableFormat, tableHead...)
