@@ -354,7 +354,8 @@ func (b *Browser) walkRows(ctx context.Context, limit int, fn func(*dead) (bool,
 			if m == nil {
 				if q.Lean {
 					// Rare: a claim_id that may be PostgreSQL's
-					// stand-in for what the body says.
+					// stand-in for what the body says, or headers
+					// that do not read (deadOfRow decides).
 					if r, err = b.wholeRow(ctx, r); err != nil {
 						return err
 					}

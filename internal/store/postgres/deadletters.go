@@ -164,5 +164,5 @@ func pgWhere(q deadletter.Query) (string, []any) {
 }
 
 // maxPageCap bounds the room DeadLetters makes for a page before reading
-// it (q.Limit rows: a walk's page of 500).
-const maxPageCap = 1000
+// it (q.Limit rows: a walk's page of 500, or 2,000 read lean).
+const maxPageCap = 2000

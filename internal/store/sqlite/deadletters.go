@@ -161,5 +161,5 @@ func (s *Store) CountDeadLetters(ctx context.Context, q deadletter.Query) (int64
 }
 
 // maxPageCap bounds the room DeadLetters makes for a page before reading
-// it (q.Limit rows: a walk's page of 500).
-const maxPageCap = 1000
+// it (q.Limit rows: a walk's page of 500, or 2,000 read lean).
+const maxPageCap = 2000
