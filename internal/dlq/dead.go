@@ -46,8 +46,10 @@ type Dead struct {
 	HasDeath   bool   // it has an x-death header
 	Replays    int64  // x-eaimq-replays
 	Deliveries int64  // x-delivery-count: a quorum claim.dead counts every look
-	Edit       *Edited
-	Purged     *Purged // x-eaimq-purged: an archived dead letter (or a purged row)
+	// HasDeliveries says it has an x-delivery-count header.
+	HasDeliveries bool
+	Edit          *Edited
+	Purged        *Purged // x-eaimq-purged: an archived dead letter (or a purged row)
 	// Replaying: an ingested row a replay claimed and has not marked
 	// replayed (under way, or left so by a crash): when, by whom, how.
 	Replaying *Purged
@@ -269,6 +271,7 @@ func parseHeaders(m *dead) {
 	}
 	m.Replays = headerInt(d.Headers, replayHeader)
 	m.Deliveries = headerInt(d.Headers, "x-delivery-count")
+	_, m.HasDeliveries = d.Headers["x-delivery-count"]
 	m.Edit = editOf(d.Headers)
 	m.Purged = purgedOf(d.Headers)
 	deathOf(m, d.Headers)

@@ -2,11 +2,13 @@ package dlqcli
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"eaimq/internal/claim"
 	"eaimq/internal/dlq"
 )
 
@@ -78,5 +80,33 @@ func TestHistoryListed(t *testing.T) {
 	}
 	if got := listed([]string{"x\x1b[2J"}, ""); strings.Contains(got, "\x1b") {
 		t.Errorf("listed does not escape: %q", got)
+	}
+}
+
+// TestTableRowAsFormat: list's table line, appended column by column,
+// is what fmt wrote with tableFormat (the heading's): the same padding
+// in runes for a name with accents or wide characters, no padding of a
+// column that fills or passes its width, the last column unpadded.
+func TestTableRowAsFormat(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, m := range []*dlq.Dead{
+		{Key: "m-0"},
+		{Key: "m-1", ClaimID: "C-1", DeadAt: at, FromQueue: "claim.in", Broker: "rejected", Count: 2, HasDeath: true,
+			Known: true, Rec: claim.Record{Attempts: 3, LastStatus: 422, LastError: `{"error":"documents missing"}`}},
+		{Key: "mé-ünï-日本語", ClaimID: "C-é", FromQueue: "clâim.in", Broker: "delivery_limit", HasDeath: true, Count: 1,
+			Known: true, Rec: claim.Record{LastError: "dial tcp: refused \x1b[31m"}},
+		{Key: strings.Repeat("k", 60), ClaimID: strings.Repeat("c", 14), FromQueue: strings.Repeat("q", 9), Broker: strings.Repeat("b", 30),
+			Count: 12345, HasDeath: true, Known: true, Rec: claim.Record{Attempts: 123456, LastStatus: 503, LastError: strings.Repeat("e", 40)},
+			Replaying: &dlq.Purged{At: at, By: "ann"}, Purged: &dlq.Purged{At: at}},
+	} {
+		cells := tableCells(m)
+		args := make([]any, len(cells))
+		for i, c := range cells {
+			args[i] = c
+		}
+		want := fmt.Sprintf(tableFormat, args...)
+		if got := string(appendTableRow([]byte("kept "), m)); got != "kept "+want {
+			t.Errorf("%s:\nappended %q\nformat   %q", m.Key, got, "kept "+want)
+		}
 	}
 }

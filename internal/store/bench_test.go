@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"eaimq/internal/benchtest"
 	"eaimq/internal/claim"
@@ -38,6 +42,10 @@ func BenchmarkBeginFinish(b *testing.B) {
 }
 
 // BenchmarkPostgresBeginFinish is the same on PostgreSQL (a local server).
+// With the server on this host it also reports the CPU its backends for
+// the store spent per claim (server-µs/claim, from /proc: user and system
+// time, which counts the WAL's fdatasync calls too), after a warm-up that
+// opens and prepares every connection.
 //
 //	go test -run '^$' -bench PostgresBeginFinish ./internal/store
 func BenchmarkPostgresBeginFinish(b *testing.B) {
@@ -49,9 +57,59 @@ func BenchmarkPostgresBeginFinish(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
+			for i := range 10 * p {
+				id := fmt.Sprintf("%s-warm-%d", b.Name(), i)
+				if _, err := s.Begin(ctx, id, claim.Copy{ClaimID: "C", Fresh: true}, time.Minute); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Finish(ctx, id, claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			before, ok := serverCPU(b, loc)
 			beginFinish(b, s, p)
+			if after, ok2 := serverCPU(b, loc); ok && ok2 {
+				b.ReportMetric(float64((after-before).Microseconds())/float64(b.N), "server-µs/claim")
+			}
 		})
 	}
+}
+
+// serverCPU is the CPU time the server's backends for the database at loc
+// (other than the one asking) have spent so far; ok is false when /proc
+// does not show them (a server on another host).
+func serverCPU(b *testing.B, loc string) (cpu time.Duration, ok bool) {
+	b.Helper()
+	conn, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		b.Fatal(err)
+	}
+	tick := 10 * time.Millisecond // USER_HZ is 100 on Linux
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, false
+		}
+		// utime and stime are the 14th and 15th fields; the 2nd, the
+		// command in parentheses, may hold spaces.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) < 13 {
+			return 0, false
+		}
+		u, err1 := strconv.ParseInt(f[11], 10, 64)
+		st, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0, false
+		}
+		cpu += time.Duration(u+st) * tick
+	}
+	return cpu, len(pids) > 0
 }
 
 // beginFinish runs b.N claims through s with p workers at once. The ids

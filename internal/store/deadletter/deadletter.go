@@ -101,6 +101,9 @@ type Query struct {
 	// its selection when it starts, so rows ingested meanwhile (a claim
 	// that fails again after its replay) are not swept in.
 	Through int64
+	// Lean reads the rows without their properties and body (both
+	// empty), for a walk that reads neither (list: LeanColumns).
+	Lean bool
 }
 
 // TextCond is a backend's condition for rows whose body has each of
@@ -278,6 +281,23 @@ func CountSQL(where string, limit int) string {
 // and SELECT alike.
 const Columns = `copy_key, message_id, claim_id, guid, reason, status, answer, attempts, record,
 	dead_at, broker_reason, properties, headers, body, raw, ingested_at`
+
+// LeanColumns are Columns for a SELECT of q, in the same order: with
+// q.Lean, the properties and the body are empty (emptyBytes is the
+// backend's empty blob), not read. A whole list prints neither, and
+// each row's were copied out of the database (a KiB or more a row, a
+// million rows) only to be dropped.
+func LeanColumns(q Query, emptyBytes string) string {
+	if !q.Lean {
+		return Columns
+	}
+	r := strings.NewReplacer(" properties,", " '' AS properties,", " body,", " "+emptyBytes+" AS body,")
+	c := r.Replace(Columns)
+	if strings.Count(c, " AS ") != 2 {
+		panic("deadletter: LeanColumns does not match Columns")
+	}
+	return c
+}
 
 // StateColumns are the columns of what became of a row, in Row's order
 // after Columns' (the schema step after the table's added them).

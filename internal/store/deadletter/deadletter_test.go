@@ -170,3 +170,35 @@ func TestWhere(t *testing.T) {
 		}
 	}
 }
+
+// TestLeanColumns: a lean read selects Columns in their order, the
+// properties and the body as empty values under their names, and a
+// whole read Columns as they are.
+func TestLeanColumns(t *testing.T) {
+	if got := LeanColumns(Query{}, "x''"); got != Columns {
+		t.Errorf("whole: %q", got)
+	}
+	split := func(s string) []string {
+		var cs []string
+		for _, c := range strings.Split(s, ",") {
+			cs = append(cs, strings.TrimSpace(c))
+		}
+		return cs
+	}
+	whole, lean := split(Columns), split(LeanColumns(Query{Lean: true}, "x''"))
+	if len(whole) != len(lean) {
+		t.Fatalf("lean columns %q, whole %q", lean, whole)
+	}
+	for i, c := range whole {
+		want := c
+		switch c {
+		case "properties":
+			want = "'' AS properties"
+		case "body":
+			want = "x'' AS body"
+		}
+		if lean[i] != want {
+			t.Errorf("column %d: %q, want %q", i, lean[i], want)
+		}
+	}
+}

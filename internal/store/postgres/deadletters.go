@@ -96,7 +96,7 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 // DeadLetters returns the rows q selects, in the order of ingestion.
 func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadletter.Row, error) {
 	where, args := pgWhere(q)
-	query := `SELECT seq, ` + deadletter.Columns + `, ` + deadletter.StateColumns + ` FROM dead_letters WHERE ` + where + ` ORDER BY seq`
+	query := `SELECT seq, ` + deadletter.LeanColumns(q, "''::bytea") + `, ` + deadletter.StateColumns + ` FROM dead_letters WHERE ` + where + ` ORDER BY seq`
 	if q.Limit > 0 {
 		query += " LIMIT " + strconv.Itoa(q.Limit)
 	}
@@ -105,7 +105,7 @@ func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadlett
 		return nil, err
 	}
 	defer rows.Close()
-	var out []deadletter.Row
+	out := make([]deadletter.Row, 0, min(max(q.Limit, 0), maxPageCap)) // a page at once: no copies as it grows
 	for rows.Next() {
 		var r deadletter.Row
 		var rec *string
@@ -162,3 +162,7 @@ func pgWhere(q deadletter.Query) (string, []any) {
 	q.IDs = ids
 	return q.Where(pgDollar, pgTextCond)
 }
+
+// maxPageCap bounds the room DeadLetters makes for a page before reading
+// it (q.Limit rows: a walk's page of 500, or 2,000 read lean).
+const maxPageCap = 2000

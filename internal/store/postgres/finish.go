@@ -84,7 +84,7 @@ func (s *Store) record(ctx context.Context, b interface {
 // the same session, and one the session died before committing is left
 // to Finish to write through the pool (retry). retry is record's.
 func (s *Store) recordGrouped(ctx context.Context, c *pgClaim, id string, a claim.Attempt) (out claim.Outcome, retry bool, err error) {
-	res := s.recordHeld(ctx, c, pgKey(id), a)
+	res := s.recordHeld(ctx, c, id, a)
 	switch {
 	case res.written:
 		return a.Outcome, false, nil
@@ -127,33 +127,55 @@ func sendAll(ctx context.Context, conn interface {
 }
 
 // recordHeld writes the outcome of a claim held by c's session, commits
-// it and releases the lock, in one round trip: one pipeline of BEGIN, its
-// durability, the record, COMMIT and the unlock. The unlock comes after
-// the COMMIT, so that a peer that takes the lock reads the record as it is
-// now. The server groups the WAL flushes of concurrent COMMITs itself
-// (the holders' sessions commit side by side), so a writer of our own
-// grouping them on one connection only added a hand-off and the unlock's
-// round trip (PostgreSQL/SQLite 0.57 with it, 0.67 without).
-func (s *Store) recordHeld(ctx context.Context, c *pgClaim, key string, a claim.Attempt) recordRes {
+// it and releases the lock, in one round trip and one transaction: a
+// pipeline of three statements that the server runs as the one implicit
+// transaction it commits at the pipeline's Sync.
+//
+// The order is the lock's contract: a peer that takes the lock must read
+// the record as it is now, so the lock is released only after the record
+// is committed. The first statement takes the claim's lock a second time,
+// at transaction level (this session holds it already, so it is granted
+// at once), and the last releases the session's: the claim stays locked
+// by the transaction, and the server releases a transaction's locks only
+// after its COMMIT is durable (synchronous_commit) and visible. A record
+// the server refuses aborts the transaction before the unlock is run (the
+// server skips the rest of the pipeline up to the Sync): the claim stays
+// held by the session, for the write through it that follows
+// (recordGrouped). The first statement also raises the transaction's
+// synchronous_commit to the outcome's (the session's is off, for Begin's
+// record): set_config(..., true) is SET LOCAL, in force until the commit,
+// which reads it.
+//
+// This is BEGIN, SET LOCAL, the record, COMMIT and the unlock in one batch
+// before, two transactions; measured with the store alone, P=5,
+// alternated, the server's CPU per claim and the Finish's time both
+// dropped (docs/figures.md, issue 33). The server groups the WAL flushes
+// of concurrent COMMITs itself (the holders' sessions commit side by
+// side), so a writer of our own grouping them on one connection only added
+// a hand-off and the unlock's round trip (PostgreSQL/SQLite 0.57 with it,
+// 0.67 without).
+func (s *Store) recordHeld(ctx context.Context, c *pgClaim, id string, a claim.Attempt) recordRes {
+	key := pgKey(id)
 	b := &pgx.Batch{}
-	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-	b.Queue(`SET LOCAL synchronous_commit TO ` + s.syncLevel)
+	b.Queue(`SELECT pg_try_advisory_xact_lock($1), set_config('synchronous_commit', $2, true)`, LockKey(id), s.syncLevel)
 	b.Queue(finishHeld(a), s.finishArgs(key, a)...)
-	b.Queue(`COMMIT`)
 	b.Queue(`SELECT pg_advisory_unlock_all()`)
 	tags, err := sendAll(ctx, c.conn, b)
 	switch {
 	case err == nil:
 		c.unlocked = true
-		return recordRes{written: tags[2].RowsAffected() == 1}
-	case len(tags) == 4:
-		// Committed; the unlock failed: the session goes, its lock with it.
+		return recordRes{written: tags[1].RowsAffected() == 1}
+	case !c.conn.Conn().IsClosed() && len(tags) == 3:
+		// The COMMIT failed after the unlock (the one ERROR a COMMIT of
+		// this transaction can meet is a deferred constraint's, and the
+		// store's tables have none): nothing was committed, and the
+		// session no longer holds the claim. It goes; the record is
+		// written through the pool, by the rules for a late holder.
 		closeConn(c.conn)
-		return recordRes{written: tags[2].RowsAffected() == 1}
+		return recordRes{err: err}
 	case !c.conn.Conn().IsClosed():
-		// The server refused a statement, the COMMIT included: nothing
-		// was committed.
-		c.conn.Exec(ctx, `ROLLBACK`)
+		// The server refused a statement: the transaction was rolled back
+		// before the unlock, and the session still holds the claim.
 		return recordRes{err: err}
 	}
 	closeConn(c.conn)
@@ -163,8 +185,8 @@ func (s *Store) recordHeld(ctx context.Context, c *pgClaim, key string, a claim.
 		return recordRes{err: err} // nothing was sent
 	case errors.As(err, &pe) && pe.Severity == "FATAL" && len(tags) == 0:
 		// The server ended the session (an operator, a restart) before it
-		// answered our BEGIN: it answers in order, so nothing of the
-		// pipeline ran. (pgx meets a session ended while idle this way,
+		// answered the first statement: it answers in order, so nothing
+		// of the pipeline ran. (pgx meets a session ended while idle this way,
 		// when it prepares the pipeline's statements.)
 		return recordRes{err: err}
 	}

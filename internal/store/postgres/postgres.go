@@ -5,8 +5,9 @@
 //
 // How the lock works. Begin takes a connection from the pool, runs
 // pg_try_advisory_lock on a 64-bit hash of the message_id, and keeps that
-// connection (its session) until Finish has committed the outcome and run
-// pg_advisory_unlock_all. Another session's Begin finds the lock taken and
+// connection (its session) until Finish has committed the outcome and
+// released the lock (recordHeld: the lock passes to Finish's transaction,
+// which releases it at its COMMIT). Another session's Begin finds the lock taken and
 // answers Busy. The lock lives and dies with the session: a holder killed
 // with -9 loses its TCP connection, its backend sees the connection close
 // and ends, and PostgreSQL releases the lock at once; a holder whose host
@@ -18,8 +19,8 @@
 // The record and the lock agree because the record is read only after the
 // lock is taken, in a statement of its own (a statement's snapshot is taken
 // when it starts, so one that also took the lock could see the record as it
-// was before the previous holder's last commit), and because Finish commits
-// before it unlocks.
+// was before the previous holder's last commit), and because Finish's
+// transaction holds the lock until its COMMIT is durable and visible.
 //
 // The session must be the holder's own, from Begin to Finish: a pooler
 // between the consumer and the server (PgBouncer) must run in session

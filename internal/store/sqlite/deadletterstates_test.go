@@ -52,7 +52,7 @@ func TestDeadLetterSearchesUseIndexes(t *testing.T) {
 	}
 	for name, q := range searches {
 		where, args := q.Where(qmark, textMatch)
-		plan, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+rowsSQL(where, q.Limit), args...)
+		plan, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+rowsSQL(deadletter.Columns, where, q.Limit), args...)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
