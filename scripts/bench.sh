@@ -58,6 +58,7 @@ $quick || bench 'DLQServeGroups' ./dlq 1x
 # read path over a million ingested rows.
 $quick || bench 'DLQIngest' ./dlq 1x
 $quick || bench 'DLQReplayRows' ./dlq 1x
+$quick || bench 'DLQReplayPaced' ./dlq 1x
 $quick || bench 'DLQReadMillion' ./dlq 1x
 $quick || bench 'ConsumerLargeClaimsRSS' ./internal/e2e 1x
 bench 'ScaleOutPostgres' ./consumer "${rounds}x"
@@ -198,6 +199,8 @@ figure "dlq replay -all -rate 0 of 100,000 ingested rows / publish over 100,000 
 	"$(metric DLQReplayRows DLQReplayRows replay/publish)" ge 0.7 "$b DLQReplayRows -benchtime 1x ./dlq"
 figure "the broker's peak RSS across both / its watermark ($(metric DLQReplayRows DLQReplayRows MiB-broker-peak) MiB)" \
 	"$(metric DLQReplayRows DLQReplayRows broker-peak/watermark)" le 1.0 "(the same)"
+figure "the broker's peak RSS through a replay of the same 100,000 rows at dlq's default pace (500 a second) / its watermark ($(metric DLQReplayPaced DLQReplayPaced MiB-broker-peak) MiB)" \
+	"$(metric DLQReplayPaced DLQReplayPaced broker-peak/watermark)" le 1.0 "$b DLQReplayPaced -benchtime 1x ./dlq"
 for be in sqlite postgres; do
 	figure "$be: dlq -limit 50 list over 1,000,000 ingested, exec to exit (median of 5), ms" \
 		"$(metric DLQReadMillion "DLQReadMillion/$be" ms-list-limit-50)" le 150 "$b DLQReadMillion -benchtime 1x ./dlq"

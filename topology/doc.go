@@ -179,7 +179,9 @@
 //	             -check them; not with -migrate
 //	-timeout d   longest wait for the connection: TCP connect and the TLS
 //	             and AMQP handshakes together (default 10s; 0 or less
-//	             also means 10s)
+//	             also means 10s); then, again, the longest wait for the
+//	             declares: a node that took the connection and stopped
+//	             answering is left with exit 69 (not -check, -migrate)
 //	-h, -help    print the usage and the flags on stdout and exit 0
 //	             (-h full: this whole manual)
 //	-version     print the version on stdout and exit 0

@@ -16,6 +16,7 @@ import (
 
 	"eaimq/internal/broker"
 	"eaimq/internal/cli"
+	"eaimq/internal/fail"
 	"eaimq/internal/rabbitctl"
 	"eaimq/internal/redact"
 	"eaimq/internal/retry"
@@ -44,7 +45,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	// The dial's error carries its own class (69, 77, 78, 130).
-	conn, err := broker.Dialer{Program: "topology", Timeout: cfg.timeout, Getenv: getenv}.Dial(ctx, cfg.url)
+	dialer := broker.Dialer{Program: "topology", Timeout: cfg.timeout, Getenv: getenv}
+	conn, err := dialer.Dial(ctx, cfg.url)
 	if err != nil {
 		return err
 	}
@@ -60,7 +62,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return check.Run(ctx, conn, cc, stdout)
 	}
-	return declare(conn, cfg, stdout, stderr)
+	// The handshake is bounded by the dial; the declares that follow are
+	// not by the library, and a node that took the connection and then
+	// stalls (paused, or cut off from its cluster, while its heartbeats
+	// keep the connection alive) would hold topology forever. Past
+	// -timeout the socket is closed under them, which fails the pending
+	// call. Every declare is idempotent: running topology again finishes
+	// what a stopped run began. (Not -migrate, which moves messages for as
+	// long as it takes, nor -check, which also waits for rabbitmqctl.)
+	stall := time.AfterFunc(dialer.Wait(), func() { conn.CloseDeadline(time.Now()) })
+	err = declare(conn, cfg, stdout, stderr)
+	if !stall.Stop() {
+		return fail.Errorf(fail.Unavailable, "the broker took the connection but did not answer the declares within %s (-timeout): a node paused or cut off from its cluster does this; run topology again once it answers (each declare is idempotent)", dialer.Wait())
+	}
+	return err
 }
 
 // declare declares the contract with queues of cfg.kind, then cfg.plan's

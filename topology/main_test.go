@@ -342,3 +342,48 @@ func TestInterruptWhileDialing(t *testing.T) {
 		t.Errorf("exit %d, want %d saying it was interrupted:\n%s", code, cli.ExitInterrupted, errb.String())
 	}
 }
+
+// TestStalledAfterHandshake: a node that takes the connection and then
+// stops answering (every frame on a channel dropped, the heartbeats
+// passed) leaves topology with exit 69 and the reason within about
+// -timeout, not hanging on its first declare.
+func TestStalledAfterHandshake(t *testing.T) {
+	vh := brokertest.New(t)
+	url, stalled := brokertest.StallAfterHandshake(t, vh.URL)
+	start := time.Now()
+	var out, errb bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		env := vh.Getenv(nil)
+		getenv := func(k string) string {
+			if k == broker.EnvURL {
+				return url // through the proxy that stalls
+			}
+			return env(k)
+		}
+		done <- run(context.Background(), []string{"-timeout", "2s"}, getenv, &out, &errb)
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("topology still running 20s after it started with -timeout 2s")
+	}
+	took := time.Since(start)
+	select {
+	case <-stalled:
+	default:
+		t.Fatalf("the proxy never dropped a frame: the fault did not happen (%v)", err)
+	}
+	if code := cli.Code(err); code != cli.ExitUnavailable || err == nil || !strings.Contains(err.Error(), "did not answer the declares within 2s") {
+		t.Errorf("exit %d (%v), want %d naming the stall", code, err, cli.ExitUnavailable)
+	}
+	// -timeout for the dial, -timeout for the declares, and slack for a
+	// loaded machine.
+	if took > 2*time.Second+2*time.Second+6*time.Second {
+		t.Errorf("topology took %s with -timeout 2s", took)
+	}
+	if strings.Contains(out.String(), "declared") {
+		t.Errorf("topology said it declared: %s", out.String())
+	}
+}

@@ -93,16 +93,21 @@ func (d Dialer) Dial(ctx context.Context, raw string) (*amqp.Connection, error) 
 	return d.dialOne(ctx, raw)
 }
 
+// Wait is the dial's bound: Timeout, or 10 s when it is 0 or less.
+func (d Dialer) Wait() time.Duration {
+	if d.Timeout <= 0 {
+		return 10 * time.Second
+	}
+	return d.Timeout
+}
+
 // dialOne connects to one address.
 func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, error) {
 	uri, err := parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	timeout, program, getenv := d.Timeout, d.Program, d.Getenv
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
+	timeout, program, getenv := d.Wait(), d.Program, d.Getenv
 	if program == "" {
 		program = "eaimq"
 	}

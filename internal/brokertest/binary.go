@@ -1,11 +1,14 @@
 package brokertest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -26,7 +29,8 @@ func Binary(t testing.TB, pkg string) string {
 		return p
 	}
 	if binDir == "" {
-		d, err := os.MkdirTemp("", "eaimq-bin-")
+		sweepBinaries()
+		d, err := os.MkdirTemp("", fmt.Sprintf("eaimq-bin-%d-", os.Getpid()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,4 +43,22 @@ func Binary(t testing.TB, pkg string) string {
 	}
 	built[pkg] = out
 	return out
+}
+
+// sweepBinaries removes the directories of binaries that test processes
+// no longer running left behind. A package's binaries serve all its tests
+// and none knows which is the last, so a test process never removes its
+// own: the next one that builds a binary does, once the first has exited.
+// Each directory is named after the process that made it; one whose
+// process is alive (another package's tests, running at the same time) is
+// left alone.
+func sweepBinaries() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "eaimq-bin-*"))
+	for _, d := range dirs {
+		pidText, _, named := strings.Cut(strings.TrimPrefix(filepath.Base(d), "eaimq-bin-"), "-")
+		pid, err := strconv.Atoi(pidText)
+		if named && err == nil && pid > 0 && syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.RemoveAll(d)
+		}
+	}
 }

@@ -142,6 +142,7 @@ func ActedWord(e audit.Entry) string {
 // RowGroup is one group of the ingested rows (the page's groups): how many
 // rows, the first and last dead-lettered, and its first dead letters.
 type RowGroup struct {
+	Select      RowSelect // the group's word and status: RowPage's pages of it
 	Count       int
 	First, Last time.Time
 	Dead        []*Dead // at most RowGroups' listed
@@ -172,7 +173,7 @@ func (b *Browser) RowGroups(ctx context.Context, listed int) ([]RowGroup, error)
 		if len(rows) == 0 {
 			continue // gone since the count
 		}
-		rg := RowGroup{Count: int(g.Count), First: g.First.UTC(), Last: g.Last.UTC()}
+		rg := RowGroup{Select: RowSelect{Word: g.Word, Status: g.Status}, Count: int(g.Count), First: g.First.UTC(), Last: g.Last.UTC()}
 		for _, r := range rows {
 			rg.Dead = append(rg.Dead, deadOfRow(r))
 		}
@@ -189,3 +190,76 @@ func RowOf(d amqp.Delivery, now time.Time) deadletter.Row { return rowOf(parse(d
 // compared with it (Act.Edit's previous): the page shows it beside the
 // form and sends it back.
 func BodySHA256(body []byte) string { return sha256hex(body) }
+
+// RowSelect is what a page of the ingested rows shows: one of the page's
+// groups (Word, Status: deadletter.Query's Group and GroupStatus), or the
+// rows whose message_id or claimId holds Contains (letter case aside).
+type RowSelect struct {
+	Word     string
+	Status   int
+	Contains string
+}
+
+// RowPage is one page of the ingested rows RowPage selects.
+type RowPageOf struct {
+	Count int     // the rows selected
+	Total int     // the rows b reads (its states) there were
+	Dead  []*Dead // the page's
+}
+
+// RowPage is the dead letters from..from+n-1 (counted from 0, in the
+// order they were ingested) of the ingested rows b reads that sel
+// selects, with how many it selects and how many rows there are, among
+// the rows there were when it started. The page's group pages and its
+// search, by the store's queries: a group by its index, a search in one
+// pass of SQL over two columns, not every row read through the model
+// (over a million rows, the walk of a group page took as long as a whole
+// `dlq list`).
+func (b *Browser) RowPage(ctx context.Context, sel RowSelect, from, n int) (RowPageOf, error) {
+	var p RowPageOf
+	last, err := b.ingested.LastDeadLetterSeq(ctx)
+	if err != nil || last == 0 {
+		return p, ioErr(err)
+	}
+	all := deadletter.Query{States: b.states, Through: last}
+	total, err := b.ingested.CountDeadLetters(ctx, all)
+	if err != nil {
+		return p, ioErr(err)
+	}
+	q := all
+	q.Group, q.GroupStatus, q.Contains = sel.Word, sel.Status, sel.Contains
+	count, err := b.ingested.CountDeadLetters(ctx, q)
+	if err != nil {
+		return p, ioErr(err)
+	}
+	p.Count, p.Total = int(count), int(total)
+	// The rows before from are read (in pages, by seq) but not made into
+	// dead letters: a page deep in a group costs the reads, not the model.
+	seen := 0
+	for len(p.Dead) < n && seen < p.Count {
+		q.Limit = rowsPage
+		rows, err := b.ingested.DeadLetters(ctx, q)
+		if err != nil {
+			return RowPageOf{}, ioErr(err)
+		}
+		for _, r := range rows {
+			if seen >= from && len(p.Dead) < n {
+				p.Dead = append(p.Dead, deadOfRow(r))
+			}
+			seen++
+		}
+		if len(rows) < q.Limit {
+			break
+		}
+		q.After = rows[len(rows)-1].Seq
+	}
+	return p, nil
+}
+// ioErr is a failed read of the ingested rows, as the fronts report it
+// (nil stays nil).
+func ioErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fail.Errorf(fail.IO, "read the ingested dead letters: %v", err)
+}

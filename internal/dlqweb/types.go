@@ -3,6 +3,8 @@ package dlqweb
 import (
 	"context"
 	"time"
+
+	"eaimq/internal/dlq"
 )
 
 // Group is the dead letters of one recorded reason.
@@ -16,6 +18,8 @@ type Group struct {
 	First    time.Time // dead-lettered first and last (x-death time)
 	Last     time.Time
 	Claims   []Ref // the first MaxListed of them
+
+	rows *dlq.RowSelect // over ingested rows: the group's pages are the store's (dlq.Browser.RowPage)
 }
 
 // MaxListed is how many claim ids a group keeps for the groups page: the

@@ -258,6 +258,7 @@ func (w *web) groupsOfRows(ctx context.Context, b *dlq.Browser, o *Overview) err
 	for _, g := range groups {
 		grp := newGroup(g.Dead[0])
 		grp.Count, grp.First, grp.Last = g.Count, g.First, g.Last
+		grp.rows = &g.Select
 		for _, m := range g.Dead {
 			grp.Claims = append(grp.Claims, ref(m))
 		}

@@ -174,3 +174,64 @@ func TestWebOverRows(t *testing.T) {
 		})
 	}
 }
+
+// TestWebPagesOverRows: over ingested rows, a group's pages and the
+// search are the store's (dlq.Browser.RowPage): a group opened before the
+// groups page was counted, its second page, a search by a part of a
+// claimId in another letter case, and a search whose LIKE wildcards must
+// match nothing but themselves.
+func TestWebPagesOverRows(t *testing.T) {
+	for _, be := range rowBackends {
+		t.Run(be.name, func(t *testing.T) {
+			w := newRowsWorld(t, be.loc(t))
+			w.putRows(t, "pg", PerPage+5)
+			loop := amqp.Delivery{MessageId: "loop-0", Body: brokertest.Claim("loop-0", "C-loop-0"),
+				Headers: amqp.Table{"x-death": []any{amqp.Table{"queue": topo.Queue, "reason": "delivery_limit", "count": int64(1), "time": time.Now()}}}}
+			if _, err := w.dl.PutDeadLetters(context.Background(), []deadletter.Row{dlq.RowOf(loop, time.Now())}); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			newPage := func() *web {
+				return &web{getenv: w.vh.Getenv(map[string]string{store.EnvPath: w.loc}), st: w.st,
+					c: dlq.Config{MaxReplays: dlq.DefaultMaxReplays}, log: io.Discard}
+			}
+			// The ids of the groups, from a page of its own.
+			o, err := newPage().Overview(ctx, true)
+			if err != nil || len(o.Groups) != 2 || o.Groups[0].Count != PerPage+5 {
+				t.Fatalf("groups over the rows: %+v %v", o, err)
+			}
+			big := o.Groups[0]
+
+			page := newPage() // nothing counted yet: the group's link opened first
+			l, err := page.Group(ctx, big.ID, 2)
+			if err != nil || l.Count != PerPage+5 || len(l.Refs) != 5 || l.Looked != PerPage+6 || l.Group.Reason != big.Reason {
+				t.Fatalf("page 2 of group %s: count %d, %d refs, looked at %d, group %+v: %v", big.ID, l.Count, len(l.Refs), l.Looked, l.Group, err)
+			}
+			if l.Refs[0].Key != fmt.Sprintf("pg-%03d", PerPage) || l.Refs[4].Key != fmt.Sprintf("pg-%03d", PerPage+4) {
+				t.Errorf("page 2 of the group: %s .. %s, want pg-%03d .. pg-%03d", l.Refs[0].Key, l.Refs[4].Key, PerPage, PerPage+4)
+			}
+			l, err = page.Group(ctx, o.Groups[1].ID, 1)
+			if err != nil || l.Count != 1 || len(l.Refs) != 1 || l.Refs[0].Key != "loop-0" {
+				t.Errorf("the crash loop's group: %+v %v", l, err)
+			}
+			if l, err = page.Group(ctx, "000000000000", 1); err != nil || l.Count != 0 || len(l.Refs) != 0 {
+				t.Errorf("a group that is not there: %+v %v", l, err)
+			}
+
+			// claimIds C-pg-000 .. C-pg-104: "C-PG-10" is a part of five;
+			// "PG-00" of ten message_ids (and their claimIds).
+			l, err = page.Search(ctx, "C-PG-10", 1)
+			if err != nil || l.Count != 5 || len(l.Refs) != 5 || l.Refs[0].ClaimID != "C-pg-100" || l.Looked != PerPage+6 {
+				t.Errorf("search C-PG-10: count %d among %d, refs %+v: %v", l.Count, l.Looked, l.Refs, err)
+			}
+			if l, err = page.Search(ctx, "PG-00", 1); err != nil || l.Count != 10 || l.Refs[9].Key != "pg-009" {
+				t.Errorf("search PG-00: count %d, refs %+v: %v", l.Count, l.Refs, err)
+			}
+			for _, q := range []string{"%", "pg_0", `\`} {
+				if l, err := page.Search(ctx, q, 1); err != nil || l.Count != 0 {
+					t.Errorf("search %q: count %d, want none (a wildcard is a character here): %v", q, l.Count, err)
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"eaimq/internal/pgtest"
 	"eaimq/internal/store/deadletter"
 )
@@ -102,5 +104,60 @@ func TestDeadLetterSearchesUseIndexes(t *testing.T) {
 	got, err := s.DeadLetters(ctx, searches["text"])
 	if err != nil || len(got) != 1 || got[0].MessageID != "g-7" {
 		t.Errorf("-text BUSY-7 documents: %d rows %v", len(got), err)
+	}
+}
+
+// TestMigratesDeadLettersOfVersion4: a database of version 4, its dead
+// letters ingested before states, words and the groups' index existed,
+// becomes this code's version with each row dead, findable by the words
+// of its body, by its claimId and in its group, as SQLite's test has it
+// for a file.
+func TestMigratesDeadLettersOfVersion4(t *testing.T) {
+	loc := pgtest.New(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE eaimq_schema (one boolean PRIMARY KEY DEFAULT true CHECK (one), version integer NOT NULL);
+		INSERT INTO eaimq_schema (version) VALUES (4)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range pgMigrations[:4] {
+		if err := m(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if _, err := tx.Exec(ctx, `INSERT INTO dead_letters (copy_key, message_id, claim_id, reason, status, properties, headers, body, ingested_at)
+			VALUES ($1, $2, $3, 'rejected', 422, '{}', '{}', $4, now())`,
+			fmt.Sprintf("c%d", i), fmt.Sprintf("old-%d", i), fmt.Sprintf("BUSY-%d", i), fmt.Sprintf(`{"guid":"old-%d","claimId":"BUSY-%d"}`, i, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+
+	s := openStore(t, loc, Options{})
+	var v int
+	if err := s.pool.QueryRow(ctx, `SELECT version FROM eaimq_schema`).Scan(&v); err != nil || v != pgSchemaVersion {
+		t.Fatalf("schema version %d after the migration, want %d (%v)", v, pgSchemaVersion, err)
+	}
+	got, err := s.DeadLetters(ctx, deadletter.Query{Text: "busy-1", States: deadletter.Live})
+	if err != nil || len(got) != 1 || got[0].MessageID != "old-1" || got[0].State != deadletter.StateDead {
+		t.Fatalf("a version 4 row by the words of its body after the migration: %+v %v", got, err)
+	}
+	if got, err := s.DeadLetters(ctx, deadletter.Query{IDs: []string{"BUSY-2"}, States: deadletter.Live}); err != nil || len(got) != 1 || got[0].MessageID != "old-2" {
+		t.Errorf("a version 4 row by its claimId: %+v %v", got, err)
+	}
+	groups, err := s.DeadLetterGroups(ctx, deadletter.Query{States: deadletter.Live})
+	if err != nil || len(groups) != 1 || groups[0].Word != "rejected" || groups[0].Status != 422 || groups[0].Count != 3 {
+		t.Errorf("the version 4 rows' groups: %+v %v", groups, err)
 	}
 }
