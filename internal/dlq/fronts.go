@@ -255,6 +255,7 @@ func (b *Browser) RowPage(ctx context.Context, sel RowSelect, from, n int) (RowP
 	}
 	return p, nil
 }
+
 // ioErr is a failed read of the ingested rows, as the fronts report it
 // (nil stays nil).
 func ioErr(err error) error {
