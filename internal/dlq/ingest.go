@@ -241,7 +241,7 @@ func (in *ingester) hasRoom(ctx context.Context) bool {
 // is the batch committing and the one being made, and bounds what the
 // broker holds unacked for us.
 func (in *ingester) session(ctx context.Context, conn *amqp.Connection) (err error) {
-	ch, err := in.open(conn)
+	ch, ds, err := in.open(conn)
 	if err != nil {
 		return err
 	}
@@ -250,10 +250,6 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) (err err
 	// It closes only after the batch committing has landed (the deferred
 	// settle below runs first): its ack must not race the close.
 	defer ch.Close()
-	ds, err := ch.Consume(in.queue, "dlq-ingest", false /* autoAck: never */, false, false, false, nil)
-	if err != nil {
-		return fail.New(fail.Unavailable, fmt.Errorf("consume %s: %w", in.queue, err))
-	}
 	defer func() {
 		// Every return waits for the batch committing: its rows are in
 		// the store or not, and its ack sent or not, before the channel
@@ -337,41 +333,46 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) (err err
 	}
 }
 
-// open opens the session's channel, checks its queue and sets its
-// prefetch. The dial bounds the handshake; these are round trips the
+// open opens the session's channel, checks its queue, sets its prefetch
+// and starts consuming (manual ack). The dial bounds the handshake; these are round trips the
 // library does not bound, and a node that took the connection and then
 // stalls (paused, or cut off from its cluster while its heartbeats go on)
 // would hold dlq ingest on them for good, a service that never consumes
 // and never exits. Past the dial's timeout the socket is closed under
 // them, which fails the pending call, and Ingest returns the error for
 // its service manager to restart it, as for a broker that failed.
-func (in *ingester) open(conn *amqp.Connection) (*amqp.Channel, error) {
+func (in *ingester) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery, error) {
 	stall := time.AfterFunc(dialTimeout, func() { conn.CloseDeadline(time.Now()) })
-	ch, err := in.openChannel(conn)
+	ch, ds, err := in.openChannel(conn)
 	if !stall.Stop() {
 		if ch != nil {
 			ch.Close()
 		}
-		return nil, fail.Errorf(fail.Unavailable, "the broker took the connection but did not open the session within %s: "+
+		return nil, nil, fail.Errorf(fail.Unavailable, "the broker took the connection but did not open the session within %s: "+
 			"a node paused or cut off from its cluster does this", dialTimeout)
 	}
-	return ch, err
+	return ch, ds, err
 }
 
-func (in *ingester) openChannel(conn *amqp.Connection) (*amqp.Channel, error) {
+func (in *ingester) openChannel(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery, error) {
 	ch, err := conn.Channel()
 	if err != nil {
-		return nil, fail.New(fail.Unavailable, fmt.Errorf("open a channel: %w", err))
+		return nil, nil, fail.New(fail.Unavailable, fmt.Errorf("open a channel: %w", err))
 	}
 	if err := topo.RequireQueue(ch, in.queue); err != nil {
 		ch.Close()
-		return nil, fail.Broker(err, topo.ErrMissing)
+		return nil, nil, fail.Broker(err, topo.ErrMissing)
 	}
 	if err := ch.Qos(2*in.c.Batch, 0, false); err != nil {
 		ch.Close()
-		return nil, fail.New(fail.Unavailable, fmt.Errorf("basic.qos: %w", err))
+		return nil, nil, fail.New(fail.Unavailable, fmt.Errorf("basic.qos: %w", err))
 	}
-	return ch, nil
+	ds, err := ch.Consume(in.queue, "dlq-ingest", false /* autoAck: never */, false, false, false, nil)
+	if err != nil {
+		ch.Close()
+		return nil, nil, fail.New(fail.Unavailable, fmt.Errorf("consume %s: %w", in.queue, err))
+	}
+	return ch, ds, nil
 }
 
 // inflight is the batch committing: its size, and where its result lands.
