@@ -131,9 +131,8 @@ type ingester struct {
 	st       store.Store
 	dl       store.DeadLetters
 	log      io.Writer
-	rows     int64     // in the table (the size bound's count)
-	storeErr error     // why the last session paused, when the store failed
-	flight   *inflight // the batch committing, nil: none
+	rows     int64 // in the table (the size bound's count)
+	storeErr error // why the last session paused, when the store failed
 }
 
 // Ingest consumes claim.dead into st's table of dead letters until ctx
@@ -230,34 +229,14 @@ func (in *ingester) hasRoom(ctx context.Context) bool {
 // session consumes on a channel of its own until ctx ends (nil, after the
 // last batch) or it pauses (errPaused, the channel closed: every message
 // not acked is back in claim.dead, and nothing is held).
-//
-// It is a pipeline of two: while one batch is committed and then acked
-// (commit, on a goroutine of its own), the next is taken from the broker
-// and its rows are made (rowsOf: parsing, the consumer's records read).
-// At most one batch is committing at a time, and the next is handed over
-// only once it has landed: commits, and so acks, stay in the order of the
-// delivery tags, which is what lets one multiple ack settle exactly its
-// batch (every earlier batch is acked already). The prefetch (2 x -batch)
-// is the batch committing and the one being made, and bounds what the
-// broker holds unacked for us.
-func (in *ingester) session(ctx context.Context, conn *amqp.Connection) (err error) {
+func (in *ingester) session(ctx context.Context, conn *amqp.Connection) error {
 	ch, ds, err := in.open(conn)
 	if err != nil {
 		return err
 	}
 	// Closing the channel gives back every delivery not acked: what a
 	// pause or a failed batch must do, and harmless after the last ack.
-	// It closes only after the batch committing has landed (the deferred
-	// settle below runs first): its ack must not race the close.
 	defer ch.Close()
-	defer func() {
-		// Every return waits for the batch committing: its rows are in
-		// the store or not, and its ack sent or not, before the channel
-		// closes; its error counts when the session had none.
-		if werr := in.settle(0); err == nil {
-			err = werr
-		}
-	}()
 	var batch []amqp.Delivery
 	timer := time.NewTimer(in.c.Wait)
 	defer timer.Stop()
@@ -268,13 +247,6 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) (err err
 		case <-prune.C:
 			// Between batches: the batch in hand waits for its timer.
 			in.prune(ctx)
-			continue
-		case r := <-in.landedC():
-			// The batch committing landed while this one fills: a store
-			// that failed stops the consuming now, not at the next batch.
-			if err := in.landed(r, len(batch)); err != nil {
-				return err
-			}
 			continue
 		case <-ctx.Done():
 			// Finish the batch in hand: its rows are committed and its
@@ -292,50 +264,36 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) (err err
 			if in.c.Hooks.Taken != nil {
 				in.c.Hooks.Taken(len(batch))
 			}
-			if len(batch) < in.c.Batch && int64(len(batch))+in.rows+in.committing() < in.c.MaxRows {
+			if len(batch) < in.c.Batch && int64(len(batch))+in.rows < in.c.MaxRows {
 				continue
 			}
 		case <-timer.C:
 			if len(batch) == 0 {
+				if in.c.ArchiveQueue && in.emptied(ch) {
+					return nil // run once: the archive queue is all in rows
+				}
 				if in.c.ArchiveQueue {
-					// Everything delivered must be acked before the
-					// queue's depth says it is all in rows.
-					if err := in.settle(0); err != nil {
-						return err
-					}
-					if in.emptied(ch) {
-						return nil // run once: the archive queue is all in rows
-					}
 					timer.Reset(in.c.Wait)
 				}
 				continue
 			}
 		}
-		if err := in.hand(ctx, batch); err != nil {
+		if err := in.flush(ctx, batch); err != nil {
 			return err
 		}
-		// A new slice: the batch handed over is the committer's until it
-		// has acked it.
-		batch = make([]amqp.Delivery, 0, in.c.Batch)
+		batch = batch[:0]
 		if in.c.ArchiveQueue {
 			timer.Reset(in.c.Wait) // to look again whether the queue is empty
 		}
-		if in.rows+in.committing() >= in.c.MaxRows {
-			// At the bound, counting what is committing as added: wait
-			// for it, since copies already there add nothing.
-			if err := in.settle(0); err != nil {
-				return err
-			}
-			if in.rows >= in.c.MaxRows {
-				return errPaused // the channel closes: what it prefetched goes back
-			}
+		if in.rows >= in.c.MaxRows {
+			return errPaused // the channel closes: what it prefetched goes back
 		}
 	}
 }
 
 // open opens the session's channel, checks its queue, sets its prefetch
-// and starts consuming (manual ack). The dial bounds the handshake; these are round trips the
-// library does not bound, and a node that took the connection and then
+// and starts consuming (manual ack). The dial bounds the handshake;
+// these are round trips the library does not bound, and a node that took the connection and then
 // stalls (paused, or cut off from its cluster while its heartbeats go on)
 // would hold dlq ingest on them for good, a service that never consumes
 // and never exits. Past the dial's timeout the socket is closed under
@@ -375,154 +333,72 @@ func (in *ingester) openChannel(conn *amqp.Connection) (*amqp.Channel, <-chan am
 	return ch, ds, nil
 }
 
-// inflight is the batch committing: its size, and where its result lands.
-type inflight struct {
-	n    int
-	done chan landing
-}
-
-// landing is what became of a batch handed to the committer.
-type landing struct {
-	n, added int   // taken, and rows added (the rest were there already)
-	storeErr error // the store refused the batch: nothing of it acked
-	err      error // after the commit (the hook, the ack): returned as is
-}
-
-// committing is how many dead letters the batch committing holds (0: none).
-func (in *ingester) committing() int64 {
-	if in.flight == nil {
-		return 0
-	}
-	return int64(in.flight.n)
-}
-
-// landedC is where the batch committing lands; nil (never ready) when
-// none is.
-func (in *ingester) landedC() <-chan landing {
-	if in.flight == nil {
-		return nil
-	}
-	return in.flight.done
-}
-
-// settle waits for the batch committing, if any, and takes its result;
-// held is how many more dead letters the session holds, given back with
-// it if the store failed.
-func (in *ingester) settle(held int) error {
-	if in.flight == nil {
-		return nil
-	}
-	return in.landed(<-in.flight.done, held)
-}
-
-// landed takes the result of the batch committing: the rows it added are
-// counted here, on the session's goroutine, the only one that reads the
-// count.
-func (in *ingester) landed(r landing, held int) error {
-	in.flight = nil
-	in.rows += int64(r.added)
-	in.c.Metrics.Counted(in.rows, in.c.MaxRows)
-	if r.storeErr != nil {
-		// Nothing of the batch is acked: the channel closes and gives
-		// it back, and nothing more is taken until the store answers.
-		in.storeErr = r.storeErr
-		in.pause(fmt.Sprintf("the store %s failed (%v): stopped consuming, %d dead letter(s) given back to %s, nothing held; "+
-			"retrying every %s", in.st.Path(), r.storeErr, r.n+held, in.queue, in.c.Retry))
-		return errPaused
-	}
-	if r.err != nil {
-		return r.err
-	}
-	in.c.Metrics.Batch(r.added, r.n)
-	return nil
-}
-
-// flush hands batch over and waits for it to land: the last batch of a
-// session.
+// flush commits batch's rows, then acks its messages.
 func (in *ingester) flush(ctx context.Context, batch []amqp.Delivery) error {
-	if err := in.hand(ctx, batch); err != nil {
-		return err
-	}
-	return in.settle(0)
-}
-
-// hand makes batch's rows, while the batch before it commits, and then,
-// once that one has landed, hands it to a committer of its own.
-func (in *ingester) hand(ctx context.Context, batch []amqp.Delivery) error {
 	if len(batch) == 0 {
 		return nil
 	}
 	rows, err := in.rowsOf(ctx, batch)
-	// The batch before is acked (or failed) before this one is handed
-	// over: one batch committing at a time keeps the acks in order.
-	if err := in.settle(len(batch)); err != nil {
-		return err
+	if err == nil {
+		err = in.put(ctx, rows)
 	}
 	if err != nil {
-		return in.landed(landing{n: len(batch), storeErr: err}, 0)
-	}
-	f := &inflight{n: len(batch), done: make(chan landing, 1)}
-	in.flight = f
-	// The commit finishes even when ctx ends meanwhile: its rows are in
-	// the store or not, and then its messages acked, as for the last batch.
-	go func() { f.done <- in.commit(context.WithoutCancel(ctx), rows, batch) }()
-	return nil
-}
-
-// commit commits batch's rows, then acks its messages: on the committer's
-// goroutine, which touches nothing of the ingester's but the store.
-func (in *ingester) commit(ctx context.Context, rows []deadletter.Row, batch []amqp.Delivery) landing {
-	added, err := in.put(ctx, rows)
-	if err != nil {
-		return landing{n: len(batch), added: added, storeErr: err}
+		// Nothing of the batch is acked: the channel closes and gives
+		// it back, and nothing more is taken until the store answers.
+		in.storeErr = err
+		in.pause(fmt.Sprintf("the store %s failed (%v): stopped consuming, %d dead letter(s) given back to %s, nothing held; "+
+			"retrying every %s", in.st.Path(), err, len(batch), in.queue, in.c.Retry))
+		return errPaused
 	}
 	if h := in.c.Hooks.AfterCommit; h != nil {
 		if err := h(); err != nil {
-			return landing{n: len(batch), added: added, err: err}
+			return err
 		}
 	}
 	// One ack for the batch, multiple up to its last tag: the batch is
 	// every delivery this channel has not acked up to that tag (the
-	// broker numbers them in order, and every earlier batch is acked:
-	// the session hands a batch over only once the one before landed),
+	// broker numbers them in order, and every earlier batch is acked),
 	// and all of them are in the database now. Acking after the commit
 	// is what makes ingestion at least once: a crash between the two
 	// redelivers the batch, and copyKey finds its rows.
 	if err := batch[len(batch)-1].Ack(true /* multiple */); err != nil {
-		return landing{n: len(batch), added: added, err: fail.New(fail.Unavailable,
-			fmt.Errorf("ack %d dead letter(s) (their rows are in the store; they will be delivered again and recognised): %w", len(batch), err))}
+		return fail.New(fail.Unavailable, fmt.Errorf("ack %d dead letter(s) (their rows are in the store; they will be delivered again and recognised): %w", len(batch), err))
 	}
-	return landing{n: len(batch), added: added}
+	return nil
 }
 
-// put writes rows in one transaction, and says how many it added. When
-// that fails and the store answers a probe, it is not the store but a
-// row it refuses: then each row is written alone, and one refused is
-// written again as its body and why, flagged raw, so that one such
-// message never stops the rest (it would come back in every batch).
-func (in *ingester) put(ctx context.Context, rows []deadletter.Row) (int, error) {
+// put writes rows in one transaction. When that fails and the store
+// answers a probe, it is not the store but a row it refuses: then each
+// row is written alone, and one refused is written again as its body and
+// why, flagged raw, so that one such message never stops the rest (it
+// would come back in every batch).
+func (in *ingester) put(ctx context.Context, rows []deadletter.Row) error {
+	before := in.rows
+	defer func() { in.c.Metrics.Counted(in.rows, in.c.MaxRows) }()
 	added, err := in.dl.PutDeadLetters(ctx, rows)
+	in.rows += int64(added)
 	if err == nil {
-		return added, nil
+		in.c.Metrics.Batch(added, len(rows))
+		return nil
 	}
 	if len(rows) == 0 || in.st.Ping(ctx) != nil {
-		return added, err
+		return err
 	}
-	added = 0
 	for _, r := range rows {
-		n, err := in.dl.PutDeadLetters(ctx, []deadletter.Row{r})
+		added, err := in.dl.PutDeadLetters(ctx, []deadletter.Row{r})
 		if err != nil {
 			r = deadletter.Row{CopyKey: r.CopyKey, MessageID: r.MessageID, Reason: claim.ReasonUnknown.String(), Body: r.Body,
 				Properties: []byte(`{"table":{}}`), Headers: []byte(`{"table":{}}`), IngestedAt: r.IngestedAt,
 				Raw: "the store refused the row as read (" + err.Error() + "); kept: the body"}
-			n, err = in.dl.PutDeadLetters(ctx, []deadletter.Row{r})
+			added, err = in.dl.PutDeadLetters(ctx, []deadletter.Row{r})
 		}
 		if err != nil {
-			return added, err
+			return err
 		}
-		added += n
+		in.rows += int64(added)
 	}
-	return added, nil
+	in.c.Metrics.Batch(int(in.rows-before), len(rows))
+	return nil
 }
 
 func (in *ingester) pause(why string) {
