@@ -62,6 +62,16 @@ const (
 // in memory), and EAIMQ_BENCH_INGEST_BATCH is dlq ingest's -batch and
 // the bare consumer's (prefetch 2 x that).
 //
+// The order alternates: odd rounds run the bare consumer first, even
+// rounds the two ingests first, each on a fill of its own, so that the
+// broker's growth of one is not measured on a node that the other took
+// through 100 MB just before (-benchtime 2x runs both orders). Each
+// phase's growth is logged. With EAIMQ_BENCH_BROKER_BREAKDOWN=1 the
+// node's own accounting (rabbit_vm:memory(), what memory_breakdown
+// prints) is logged before each phase, half-way through an ingest, and
+// at its end: what grows. It costs an Erlang VM's start each time, on
+// the shared cores, so the rates of such a run are not figures.
+//
 //	go test -run '^$' -bench DLQIngest -benchtime 1x ./dlq
 func BenchmarkDLQIngest(b *testing.B) {
 	brokertest.PrivateNode(b, ingestNode, ingestPort)
@@ -82,9 +92,13 @@ func BenchmarkDLQIngest(b *testing.B) {
 	}
 	bin := brokertest.Binary(b, "eaimq/dlq")
 	mem := brokerMemory(b, ingestNode)
+	round := 0
+	breakdown := func(string) {}
+	if os.Getenv("EAIMQ_BENCH_BROKER_BREAKDOWN") != "" {
+		breakdown = func(when string) { progress(b, "fill %d: the broker %s: %s", round, when, memoryBreakdown(ingestNode)) }
+	}
 	var bare, lite, pg time.Duration
 	var before, peak float64 // the largest peak/before of the two ingests
-	round := 0
 	fill := func() {
 		round++
 		start := time.Now()
@@ -105,8 +119,11 @@ func BenchmarkDLQIngest(b *testing.B) {
 		defer st.Close()
 		dl, _ := store.DeadLettersOf(st)
 		fill()
+		breakdown("before an ingest")
 		m0 := mem.now()
 		mem.start()
+		half := false
+		c0 := mem.cpu()
 		cmd := exec.Command(bin, "ingest", "-batch", strconv.Itoa(batch))
 		cmd.Env = append(os.Environ(), broker.EnvURL+"="+vh.URL, store.EnvPath+"="+loc)
 		var errb bytes.Buffer
@@ -124,14 +141,27 @@ func BenchmarkDLQIngest(b *testing.B) {
 			default:
 			}
 			n, err := dl.CountDeadLetters(context.Background(), deadletter.Query{})
+			if err == nil && n >= ingestDead/2 && !half {
+				half = true
+				breakdown("half-way through an ingest")
+			}
 			return err == nil && n == ingestDead
 		})
 		took := time.Since(t0)
 		m1 := mem.stop()
+		brokerCPU := mem.cpu() - c0
+		breakdown("at the end of an ingest")
+		progress(b, "fill %d: the broker during the ingest into %s: %.1f → %.1f MiB at its peak (%.3f)", round, kind(loc),
+			float64(m0)/(1<<20), float64(m1)/(1<<20), float64(m1)/float64(m0))
 		cmd.Process.Signal(syscall.SIGTERM)
 		if err := <-done; err != nil {
 			b.Fatalf("dlq ingest after SIGTERM: %v\n%s", err, errb.String())
 		}
+		// The CPU each side took over the wall time: whether the two
+		// cores, not a wait, bound the rate.
+		progress(b, "fill %d: the ingest into %s took %s: dlq ingest %s of CPU (to its exit), the broker %s", round, kind(loc),
+			took.Round(time.Millisecond), (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Round(time.Millisecond),
+			brokerCPU.Round(time.Millisecond))
 		if r := float64(m1) / float64(m0); r > peak/max(before, 1) {
 			before, peak = float64(m0), float64(m1)
 		}
@@ -140,17 +170,33 @@ func BenchmarkDLQIngest(b *testing.B) {
 		}
 		return took
 	}
-	var bareGrew float64 // the broker's peak / before during the bare run
-	for b.Loop() {
+	var bareGrew float64 // the broker's peak / before during the bare runs
+	bareRun := func() {
 		fill()
 		// The broker sampled during the bare run too: what of its growth
 		// any consumer costs, and what dlq ingest's does.
+		breakdown("before the bare consumer")
 		m0 := mem.now()
 		mem.start()
-		bare += bareConsume(b, vh, ingestDead, batch)
-		bareGrew = max(bareGrew, float64(mem.stop())/float64(m0))
+		c0 := mem.cpu()
+		took := bareConsume(b, vh, ingestDead, batch)
+		bare += took
+		m1 := mem.stop()
+		progress(b, "fill %d: the bare consumer took %s: the broker %s of CPU", round, took.Round(time.Millisecond), (mem.cpu() - c0).Round(time.Millisecond))
+		breakdown("at the end of the bare consumer")
+		progress(b, "fill %d: the broker during the bare consumer: %.1f → %.1f MiB at its peak (%.3f)", round,
+			float64(m0)/(1<<20), float64(m1)/(1<<20), float64(m1)/float64(m0))
+		bareGrew = max(bareGrew, float64(m1)/float64(m0))
+	}
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			bareRun()
+		}
 		lite += ingest(filepath.Join(b.TempDir(), "processed.db"))
 		pg += ingest(pgtest.New(b))
+		if i%2 == 1 {
+			bareRun()
+		}
 	}
 	rate := func(d time.Duration) float64 { return float64(ingestDead*b.N) / d.Seconds() }
 	b.ReportMetric(rate(bare), "dead/s-bare")
@@ -162,6 +208,35 @@ func BenchmarkDLQIngest(b *testing.B) {
 	b.ReportMetric(peak/(1<<20), "MiB-broker-peak")
 	b.ReportMetric(peak/before, "broker-peak/before")
 	b.ReportMetric(bareGrew, "broker-peak/before-bare")
+}
+
+// progress says how a phase went on stderr, at once: a benchmark's log is
+// cut to its first lines (testing's trimOutput), and these are what the
+// figures are read from.
+func progress(b *testing.B, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s: %s\n", b.Name(), fmt.Sprintf(format, args...))
+}
+
+// kind is the backend of the store at loc.
+func kind(loc string) string {
+	if strings.HasPrefix(loc, "postgres") {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// memoryBreakdown is the node's own accounting of its memory, MiB: what
+// `rabbitmq-diagnostics memory_breakdown` prints (rabbit_vm:memory(),
+// the categories over 2 MiB), the VM's allocated total and its RSS.
+func memoryBreakdown(node string) string {
+	out, err := rabbitctl.Ctl{Node: node}.Run(context.Background(), "-q", "eval",
+		`M = rabbit_vm:memory(), `+
+			`io:format("~w rss ~w erlang ~w~n", [[{K, V bsr 20} || {K, V} <- M, is_integer(V), V > 2 bsl 20], `+
+			`vm_memory_monitor:get_process_memory() bsr 20, erlang:memory(total) bsr 20]).`)
+	if err != nil {
+		return fmt.Sprintf("(rabbitmqctl eval: %v %s)", err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // bareConsume takes n messages from claim.dead with prefetch 2 x batch and

@@ -100,9 +100,13 @@ type Hooks struct {
 	BeforeClaim func()
 }
 
+// dialTimeout bounds the dial (connect and handshake), and dlq ingest's
+// opening of a session after it.
+const dialTimeout = 10 * time.Second
+
 // Dial connects to the broker of EAI_AMQP_URL.
 func Dial(ctx context.Context, getenv func(string) string) (*amqp.Connection, error) {
-	conn, err := broker.Dialer{Program: "dlq", Timeout: 10 * time.Second, Getenv: getenv}.Dial(ctx, broker.URL(getenv))
+	conn, err := broker.Dialer{Program: "dlq", Timeout: dialTimeout, Getenv: getenv}.Dial(ctx, broker.URL(getenv))
 	if err != nil {
 		return nil, fail.New(fail.Unavailable, err)
 	}

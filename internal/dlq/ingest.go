@@ -232,23 +232,13 @@ func (in *ingester) hasRoom(ctx context.Context) bool {
 // last batch) or it pauses (errPaused, the channel closed: every message
 // not acked is back in claim.dead, and nothing is held).
 func (in *ingester) session(ctx context.Context, conn *amqp.Connection) error {
-	ch, err := conn.Channel()
+	ch, ds, err := in.open(conn)
 	if err != nil {
-		return fail.New(fail.Unavailable, fmt.Errorf("open a channel: %w", err))
+		return err
 	}
 	// Closing the channel gives back every delivery not acked: what a
 	// pause or a failed batch must do, and harmless after the last ack.
 	defer ch.Close()
-	if err := topo.RequireQueue(ch, in.queue); err != nil {
-		return fail.Broker(err, topo.ErrMissing)
-	}
-	if err := ch.Qos(2*in.c.Batch, 0, false); err != nil {
-		return fail.New(fail.Unavailable, fmt.Errorf("basic.qos: %w", err))
-	}
-	ds, err := ch.Consume(in.queue, "dlq-ingest", false /* autoAck: never */, false, false, false, nil)
-	if err != nil {
-		return fail.New(fail.Unavailable, fmt.Errorf("consume %s: %w", in.queue, err))
-	}
 	var batch []amqp.Delivery
 	timer := time.NewTimer(in.c.Wait)
 	defer timer.Stop()
@@ -301,6 +291,48 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) error {
 			return errPaused // the channel closes: what it prefetched goes back
 		}
 	}
+}
+
+// open opens the session's channel, checks its queue, sets its prefetch
+// and starts consuming (manual ack). The dial bounds the handshake;
+// these are round trips the library does not bound, and a node that took the connection and then
+// stalls (paused, or cut off from its cluster while its heartbeats go on)
+// would hold dlq ingest on them for good, a service that never consumes
+// and never exits. Past the dial's timeout the socket is closed under
+// them, which fails the pending call, and Ingest returns the error for
+// its service manager to restart it, as for a broker that failed.
+func (in *ingester) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery, error) {
+	stall := time.AfterFunc(dialTimeout, func() { conn.CloseDeadline(time.Now()) })
+	ch, ds, err := in.openChannel(conn)
+	if !stall.Stop() {
+		if ch != nil {
+			ch.Close()
+		}
+		return nil, nil, fail.Errorf(fail.Unavailable, "the broker took the connection but did not open the session within %s: "+
+			"a node paused or cut off from its cluster does this", dialTimeout)
+	}
+	return ch, ds, err
+}
+
+func (in *ingester) openChannel(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, nil, fail.New(fail.Unavailable, fmt.Errorf("open a channel: %w", err))
+	}
+	if err := topo.RequireQueue(ch, in.queue); err != nil {
+		ch.Close()
+		return nil, nil, fail.Broker(err, topo.ErrMissing)
+	}
+	if err := ch.Qos(2*in.c.Batch, 0, false); err != nil {
+		ch.Close()
+		return nil, nil, fail.New(fail.Unavailable, fmt.Errorf("basic.qos: %w", err))
+	}
+	ds, err := ch.Consume(in.queue, "dlq-ingest", false /* autoAck: never */, false, false, false, nil)
+	if err != nil {
+		ch.Close()
+		return nil, nil, fail.New(fail.Unavailable, fmt.Errorf("consume %s: %w", in.queue, err))
+	}
+	return ch, ds, nil
 }
 
 // flush commits batch's rows, then acks its messages.

@@ -15,8 +15,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"eaimq/internal/broker"
 	"eaimq/internal/brokertest"
 	"eaimq/internal/claim"
+	"eaimq/internal/fail"
 	"eaimq/internal/metrics"
 	"eaimq/internal/pgtest"
 	"eaimq/internal/store"
@@ -444,4 +446,49 @@ func scrapeMetrics(t *testing.T, addr string) string {
 		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
 	}
 	return string(b)
+}
+
+// TestIngestSessionOpeningIsBounded: a node that takes the connection and
+// then answers nothing on a channel (its heartbeats go on) does not hold
+// dlq ingest, a service: the session's opening gives up after the dial's
+// timeout (10 s) and Ingest returns unavailable, naming the stall, for the
+// service manager to restart it, rather than waiting for ever. Nothing is
+// taken, so nothing is held.
+func TestIngestSessionOpeningIsBounded(t *testing.T) {
+	w := newIngestWorld(t, ingestBackends[0].loc(t))
+	w.deadLetters(t, "stall", 3)
+	url, stalled := brokertest.StallAfterHandshake(t, w.vh.URL)
+	getenv := w.vh.Getenv(nil)
+	done := make(chan error, 1)
+	start := time.Now()
+	var log brokertest.Buffer
+	go func() {
+		done <- Ingest(context.Background(), func(k string) string {
+			if k == broker.EnvURL {
+				return url
+			}
+			return getenv(k)
+		}, w.st, IngestConfig{Batch: 10, Wait: 20 * time.Millisecond}, &log)
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatalf("dlq ingest still opening its session 40 s after it started:\n%s", log.String())
+	}
+	select {
+	case <-stalled:
+	default:
+		t.Fatalf("no frame was kept from the broker: the stall did not happen (%v)", err)
+	}
+	if fail.Of(err) != fail.Unavailable || !strings.Contains(fmt.Sprint(err), "did not open the session within 10s") {
+		t.Errorf("Ingest ended with %v after %s; want unavailable, naming the stall", err, time.Since(start))
+	}
+	if rows := len(w.rows(t, deadletter.Query{})); rows != 0 {
+		t.Errorf("%d rows from a session that never opened", rows)
+	}
+	q := w.vh.Queues(t)[topo.DeadQueue]
+	if q.Messages != 3 || q.Unacked != 0 {
+		t.Errorf("claim.dead holds %d ready, %d unacked; want the 3 ready", q.Messages, q.Unacked)
+	}
 }
