@@ -23,7 +23,12 @@ type Act struct {
 	Target  string           // the audit entry's target ("claim ID", "group rejected 422")
 	ID      string           // the one dead letter it names ("": a group); not found, it is the entry's not done
 	Selects func(*Dead) bool // what it acts on
-	Limit   int              // look at the first Limit dead letters only (0: all)
+	// Rows (nil: none) is the group Selects selects, for the store to
+	// find over ingested rows (RowSelect's Word and Status), as ID is the
+	// one dead letter: over a million rows, an action on one claim or one
+	// group read every row through the model before Selects decided.
+	Rows  *RowSelect
+	Limit int // look at the first Limit dead letters only (0: all)
 
 	MaxReplays int     // replay: refuse a dead letter replayed this often already
 	Rate       float64 // replay: at most Rate copies a second (0: no pacing)
@@ -51,6 +56,23 @@ type Acted struct {
 	Arrived                             int  // dead letters that came in meanwhile
 	Rows                                bool // it acted on ingested rows, not a queue
 	NotFound                            bool // nothing it selects was there
+}
+
+// narrow tells an ingested source what a selects (ID, Rows), as a
+// command's flags do (narrowTo): the store finds the rows by its indexes,
+// and Selects still decides.
+func (a Act) narrow(b *Browser) {
+	if b.ingested == nil {
+		return
+	}
+	var c Config
+	if a.ID != "" {
+		c.IDs = []string{a.ID}
+	}
+	b.narrowTo(c)
+	if a.Rows != nil && a.ID == "" {
+		b.narrow.Group, b.narrow.GroupStatus = a.Rows.Word, a.Rows.Status
+	}
 }
 
 // refuseRows refuses an action over ingested rows when the front's store
@@ -120,6 +142,7 @@ func (a Act) replay(ctx context.Context, s Session, verb string, e *edit) (Acted
 		if err := a.refuseRows(b); err != nil {
 			return err
 		}
+		a.narrow(b)
 		r := rules{maxReplays: a.MaxReplays, edit: e, hooks: a.Hooks, actor: a.Actor, rate: a.Rate}
 		n, err := replayDead(ctx, b, selection{limit: a.Limit, selects: a.Selects}, r, func(n note) {
 			rec.note(n)
@@ -156,6 +179,7 @@ func (a Act) Purge(ctx context.Context, s Session) (Acted, error) {
 		if err := a.refuseRows(b); err != nil {
 			return err
 		}
+		a.narrow(b)
 		if !a.NoArchive {
 			rec.e.Archive = b.archiveName()
 		}
@@ -204,6 +228,7 @@ func (a Act) Restore(ctx context.Context, s Session) (Acted, error) {
 		if err := a.refuseRows(b); err != nil {
 			return err
 		}
+		a.narrow(b)
 		n, refused, err := restoreArchived(ctx, b, selection{limit: a.Limit, selects: Named(a.ID)}, a.Actor, a.Hooks, func(key string) {
 			rec.acted(key)
 			done.Lines = append(done.Lines, "restored "+field(key))

@@ -35,10 +35,30 @@ func (w *web) describeTarget(t Target) string {
 	return "group " + t.Group
 }
 
+// keptRows is t's group as the store selects it over ingested rows, from
+// the groups kept (an action on a group comes from the groups page, which
+// counted them); nil for one claim, or a group not kept (then Selects
+// decides over every row).
+func (w *web) keptRows(t Target) *dlq.RowSelect {
+	if t.ID != "" {
+		return nil
+	}
+	w.cache.mu.Lock()
+	defer w.cache.mu.Unlock()
+	if s := w.cache.snap; s != nil {
+		for _, g := range s.o.Groups {
+			if g.ID == t.Group {
+				return g.rows
+			}
+		}
+	}
+	return nil
+}
+
 // act is the engine's action on t by who: its audit target, what it
 // selects, and the page's limits.
 func (w *web) act(who string, t Target) dlq.Act {
-	return dlq.Act{Actor: w.actor(who), Target: w.describeTarget(t), ID: t.ID, Selects: selector(t), Limit: w.c.Limit,
+	return dlq.Act{Actor: w.actor(who), Target: w.describeTarget(t), ID: t.ID, Selects: selector(t), Rows: w.keptRows(t), Limit: w.c.Limit,
 		MaxReplays: w.c.MaxReplays, Rate: w.c.Rate, NoArchive: w.c.NoArchive, Hooks: w.c.Hooks,
 		Trail: w.trail, Log: w.log, RowsReadOnly: !w.writable}
 }
