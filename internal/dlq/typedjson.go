@@ -204,14 +204,10 @@ func (p *typedParser) list() ([]any, error) {
 			return nil, err
 		}
 		l = append(l, v)
-		switch p.peek() {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
+		if more, err := p.more(']'); err != nil {
+			return nil, err
+		} else if !more {
 			return l, nil
-		default:
-			return nil, p.errorf("want , or ]")
 		}
 	}
 }
@@ -343,14 +339,10 @@ func (p *typedParser) decimal() (amqp.Decimal, error) {
 			}
 			d.Value = int32(v)
 		}
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		if more, err := p.more('}'); err != nil {
+			return d, err
+		} else if !more {
 			return d, nil
-		default:
-			return d, p.errorf("want , or }")
 		}
 	}
 }
@@ -374,14 +366,10 @@ func (p *typedParser) table() (amqp.Table, error) {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
 		t[k] = v
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		if more, err := p.more('}'); err != nil {
+			return nil, err
+		} else if !more {
 			return t, nil
-		default:
-			return nil, p.errorf("want , or }")
 		}
 	}
 }
@@ -476,14 +464,10 @@ func (p *typedParser) tableOf(t amqp.Table, keep map[string]bool) (amqp.Table, e
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
 		}
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		if more, err := p.more('}'); err != nil {
+			return nil, err
+		} else if !more {
 			return t, nil
-		default:
-			return nil, p.errorf("want , or }")
 		}
 	}
 }
@@ -521,14 +505,10 @@ func (p *typedParser) firstDeath() ([]any, error) {
 		} else if err := p.skip(); err != nil {
 			return nil, err
 		}
-		switch p.peek() {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
+		if more, err := p.more(']'); err != nil {
+			return nil, err
+		} else if !more {
 			return l, nil
-		default:
-			return nil, p.errorf("want , or ]")
 		}
 	}
 }
@@ -551,14 +531,10 @@ func (p *typedParser) skip() error {
 			if err := p.skip(); err != nil {
 				return err
 			}
-			switch p.peek() {
-			case ',':
-				p.i++
-			case ']':
-				p.i++
+			if more, err := p.more(']'); err != nil {
+				return err
+			} else if !more {
 				return nil
-			default:
-				return p.errorf("want , or ]")
 			}
 		}
 	case '{':
@@ -591,6 +567,20 @@ func (p *typedParser) skip() error {
 	return p.errorf("unexpected value")
 }
 
+// more passes over what follows a member of a list or an object: true
+// after a comma (another member follows), false after close (the end).
+func (p *typedParser) more(close byte) (bool, error) {
+	switch p.peek() {
+	case ',':
+		p.i++
+		return true, nil
+	case close:
+		p.i++
+		return false, nil
+	}
+	return false, p.errorf("want , or %c", close)
+}
+
 // skipObject passes over a table's members.
 func (p *typedParser) skipObject() error {
 	if err := p.expect('{'); err != nil {
@@ -613,14 +603,10 @@ func (p *typedParser) skipObject() error {
 		if err := p.skip(); err != nil {
 			return err
 		}
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		if more, err := p.more('}'); err != nil {
+			return err
+		} else if !more {
 			return nil
-		default:
-			return p.errorf("want , or }")
 		}
 	}
 }

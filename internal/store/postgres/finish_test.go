@@ -108,17 +108,9 @@ func peerCheck(loc string, pid uint32, waiting *bool) error {
 func TestPostgresFinishUnlocksAfterDurableCommit(t *testing.T) {
 	loc := pgtest.New(t)
 	s := openStore(t, loc, Options{})
-	if b, err := s.Begin(ctx, "m1", claim.Copy{ClaimID: "C", Fresh: true}, time.Minute); err != nil || b.Result != claim.Acquired {
-		t.Fatalf("begin: %+v %v", b, err)
-	}
+	beginHeld(t, s)
 	commitProbe(t, s)
-	read := peerWaits(t, loc, "m1")
-	if _, err := s.Finish(ctx, "m1", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
-		t.Fatal(err)
-	}
-	if got := <-read; got != string(claim.StateDone) {
-		t.Fatalf("the peer that got the lock read the record as %q, want %q", got, claim.StateDone)
-	}
+	finishSeen(t, s, loc)
 	rows, _ := s.pool.Query(ctx, `SELECT level FROM zz_commit_levels`)
 	levels, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
@@ -141,20 +133,33 @@ func TestPostgresFinishUnlocksAfterDurableCommit(t *testing.T) {
 func TestPostgresFinishRefusedKeepsClaim(t *testing.T) {
 	loc := pgtest.New(t)
 	s := openStore(t, loc, Options{})
+	beginHeld(t, s)
+	refuseOnce(t, s)
+	commitProbe(t, s)
+	finishSeen(t, s, loc)
+	var tried int
+	if err := s.pool.QueryRow(ctx, `SELECT last_value FROM zz_updates`).Scan(&tried); err != nil || tried < 2 {
+		t.Fatalf("updates tried %d %v: want the refused one and the one after", tried, err)
+	}
+}
+
+// beginHeld begins m1, a claim this store's session then holds.
+func beginHeld(t *testing.T, s *Store) {
+	t.Helper()
 	if b, err := s.Begin(ctx, "m1", claim.Copy{ClaimID: "C", Fresh: true}, time.Minute); err != nil || b.Result != claim.Acquired {
 		t.Fatalf("begin: %+v %v", b, err)
 	}
-	refuseOnce(t, s)
-	commitProbe(t, s)
+}
+
+// finishSeen finishes m1 as delivered while a peer waits on its lock, and
+// checks that the peer, once it got the lock, read the record as done.
+func finishSeen(t *testing.T, s *Store, loc string) {
+	t.Helper()
 	read := peerWaits(t, loc, "m1")
 	if _, err := s.Finish(ctx, "m1", claim.Attempt{Status: 201, Outcome: claim.OutDelivered, Called: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-read; got != string(claim.StateDone) {
 		t.Fatalf("the peer that got the lock read the record as %q, want %q", got, claim.StateDone)
-	}
-	var tried int
-	if err := s.pool.QueryRow(ctx, `SELECT last_value FROM zz_updates`).Scan(&tried); err != nil || tried < 2 {
-		t.Fatalf("updates tried %d %v: want the refused one and the one after", tried, err)
 	}
 }
