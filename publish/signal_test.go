@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -256,5 +257,59 @@ func TestStalledAfterHandshake(t *testing.T) {
 	}
 	if n := vh.Depth(t, topo.Queue); n != 0 {
 		t.Errorf("claim.in holds %d; nothing was published", n)
+	}
+}
+
+// TestFrozenMidBatch: a node that freezes mid-batch reads nothing more
+// and sends nothing more, not even heartbeats. publish's write blocks,
+// and after three missed heartbeats (15 s) the library begins to shut
+// the connection down, which waits for the channel the blocked publish
+// holds. publish must still end at -timeout: it fails the write through
+// the socket itself, where the library's close would wait behind that
+// shutdown forever. Exit 75, every claim accounted for.
+func TestFrozenMidBatch(t *testing.T) {
+	vh := brokertest.New(t)
+	vh.Topology(t)
+	url, frozen := brokertest.FreezeOnPublish(t, vh.URL)
+	dir := t.TempDir()
+	pad := strings.Repeat("x", 1<<20)
+	var files []string
+	for i := range 48 {
+		files = append(files, writeClaim(t, dir, fmt.Sprintf("big-%02d.json", i),
+			fmt.Sprintf(`{"guid":"frozen-%02d","claimId":"C-F%02d","docs":["r.pdf"],"pad":%q}`, i, i, pad)))
+	}
+	start := time.Now()
+	// -timeout 20s: the library's shutdown (15 s of no heartbeat) has
+	// begun when the write's bound passes.
+	p := startPublish(t, url, nil, append([]string{"-timeout", "20s", "-json"}, files...)...)
+	var code int
+	select {
+	case <-p.done:
+		code = p.cmd.ProcessState.ExitCode()
+	case <-time.After(90 * time.Second):
+		p.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines, on stderr
+		<-p.done
+		t.Fatalf("publish still running 90s after it started with -timeout 20s:\n%s", p.errb.String())
+	}
+	took := time.Since(start)
+	select {
+	case <-frozen:
+	default:
+		t.Fatalf("the proxy never froze: the fault did not happen (exit %d: %s)", code, p.errb.String())
+	}
+	if code != cli.ExitTempFail || !strings.Contains(p.errb.String(), "stopped reading") {
+		t.Errorf("exit %d, want %d saying the broker stopped reading:\n%s", code, cli.ExitTempFail, p.errb.String())
+	}
+	var sum struct {
+		Sent        int `json:"sent"`
+		Unconfirmed int `json:"unconfirmed"`
+		NotSent     int `json:"not_sent"`
+	}
+	if err := json.Unmarshal(p.out.Bytes(), &sum); err != nil || sum.Sent+sum.Unconfirmed+sum.NotSent != len(files) {
+		t.Errorf("summary %q does not account for %d claims (%v)", p.out.String(), len(files), err)
+	}
+	// -timeout, the bounded close, and slack for a loaded machine.
+	if took > 20*time.Second+2*time.Second+15*time.Second {
+		t.Errorf("publish took %s with -timeout 20s", took)
 	}
 }

@@ -31,6 +31,40 @@ func (f Frame) Method() (class, method uint16) {
 // the client, and closes everything when the test ends.
 func FilterClient(t testing.TB, rawURL string, drop func(Frame) bool) string {
 	t.Helper()
+	return proxy(t, rawURL, drop, nil)
+}
+
+// FreezeOnPublish stands between a client and the real broker of rawURL
+// and passes everything until the client's first basic.publish; from then
+// on it reads nothing more from the client (its writes block once the
+// socket's buffers are full) and passes nothing more of the broker's (no
+// heartbeat reaches the client, whose library gives the connection up
+// after three missed ones): a node that froze mid-batch. The channel it
+// returns is closed when the freeze began (the fault has really happened).
+func FreezeOnPublish(t testing.TB, rawURL string) (string, <-chan struct{}) {
+	t.Helper()
+	frozen, ended := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(ended) })
+	var once sync.Once
+	u := proxy(t, rawURL, func(f Frame) bool {
+		if class, method := f.Method(); class == 60 && method == 40 {
+			once.Do(func() { close(frozen) })
+		}
+		select {
+		case <-frozen:
+			<-ended // read no more from the client
+			return true
+		default:
+			return false
+		}
+	}, frozen)
+	return u, frozen
+}
+
+// proxy is FilterClient's, and FreezeOnPublish's when gate is not nil: the
+// broker's bytes stop passing once gate is closed.
+func proxy(t testing.TB, rawURL string, drop func(Frame) bool, gate <-chan struct{}) string {
+	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
@@ -65,8 +99,38 @@ func FilterClient(t testing.TB, rawURL string, drop func(Frame) bool) string {
 			conns = append(conns, client, server)
 			mu.Unlock()
 			go func() {
-				defer client.Close()
-				io.Copy(client, server)
+				if gate == nil {
+					defer client.Close()
+					io.Copy(client, server)
+					return
+				}
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := server.Read(buf)
+					select {
+					case <-gate:
+						// Read and dropped; and when the broker gives the
+						// connection up (the client's heartbeats stopped
+						// with the rest), the client's socket stays open
+						// and silent until the test ends.
+						n = 0
+					default:
+					}
+					if n > 0 {
+						if _, werr := client.Write(buf[:n]); werr != nil {
+							client.Close()
+							return
+						}
+					}
+					if err != nil {
+						select {
+						case <-gate:
+						default:
+							client.Close()
+						}
+						return
+					}
+				}
 			}()
 			go func() {
 				defer server.Close()
