@@ -54,11 +54,17 @@ func (d *dialed) closeReason() error {
 }
 
 // blockedReason says why the broker blocks this connection, if it does.
+// The library closes the channel when the connection has shut down: what
+// came before the close is the answer (a closed channel would otherwise
+// answer at once, forever).
 func (d *dialed) blockedReason() string {
 	why := ""
 	for {
 		select {
-		case b := <-d.blocked:
+		case b, ok := <-d.blocked:
+			if !ok {
+				return why
+			}
 			why = ""
 			if b.Active {
 				why = b.Reason
