@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// call. Every declare is idempotent: running topology again finishes
 	// what a stopped run began. (Not -migrate, which moves messages for as
 	// long as it takes, nor -check, which also waits for rabbitmqctl.)
-	stall := time.AfterFunc(dialer.Wait(), func() { conn.CloseDeadline(time.Now()) })
+	stall := time.AfterFunc(dialer.Wait(), func() { broker.Abort(conn, 0) })
 	err = declare(conn, cfg, stdout, stderr)
 	if !stall.Stop() {
 		return fail.Errorf(fail.Unavailable, "the broker took the connection but did not answer the declares within %s (-timeout): a node paused or cut off from its cluster does this; run topology again once it answers (each declare is idempotent)", dialer.Wait())

@@ -12,8 +12,10 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -150,8 +152,49 @@ func Port(raw string) int {
 // close-ok: a broker that blocked the connection (a memory or disk alarm)
 // never answers, and a program must not hang at exit. Channels close with
 // their connection, and with them every unacked delivery goes back.
-func Close(conn *amqp.Connection) {
-	if conn != nil && !conn.IsClosed() {
-		conn.CloseDeadline(time.Now().Add(2 * time.Second))
+func Close(conn *amqp.Connection) { Abort(conn, 2*time.Second) }
+
+// Abort closes conn within grace whatever the library is doing with it.
+//
+// The socket's own deadline comes first. amqp091-go's CloseDeadline first
+// takes the connection's lock and only then sets the deadline, and the
+// library's own shutdown (three missed heartbeats start it: a node that
+// froze, or stopped reading under an alarm) holds that lock while it
+// waits for the lock of a channel whose Publish is blocked in a write the
+// broker no longer reads. Neither would ever return, and the program
+// would hang at exit (publish's TestFrozenMidBatch; TestAbortUnderFrozen
+// here). With the deadline on the socket the write fails, the Publish
+// returns, the shutdown ends, and the close goes through. Once the
+// shutdown has begun the connection already says it is closed, so the
+// deadline is set whether or not it does.
+func Abort(conn *amqp.Connection, grace time.Duration) {
+	if conn == nil {
+		return
 	}
+	if s, ok := sockets.Load(conn); ok {
+		s.(net.Conn).SetDeadline(time.Now().Add(grace))
+	}
+	if !conn.IsClosed() {
+		conn.CloseDeadline(time.Now().Add(grace))
+	}
+}
+
+// sockets holds the TCP socket of each connection Dialer made, until the
+// library has finished with it (Abort).
+var sockets sync.Map // *amqp.Connection → net.Conn
+
+// keepSocket keeps sock as conn's until the library's shutdown has ended:
+// it closes every NotifyClose channel last, after the channels and the
+// socket (not when it sends the close's error, which is its first step).
+func keepSocket(conn *amqp.Connection, sock net.Conn) {
+	if sock == nil {
+		return
+	}
+	sockets.Store(conn, sock)
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	go func() {
+		for range closed {
+		}
+		sockets.Delete(conn)
+	}()
 }

@@ -78,14 +78,6 @@ type Dialer struct {
 	// os.Getenv. The URL's own cacertfile, certfile, keyfile and
 	// server_name_indication query parameters apply when those are unset.
 	Getenv func(string) string
-	// Socket (nil: none) is handed the connection's TCP socket once it is
-	// connected (under TLS, when there is TLS). A caller that must be able
-	// to fail a write blocked on it whatever the library is doing keeps it:
-	// amqp091-go's Close and CloseDeadline first take the connection's lock,
-	// which its shutdown holds while it waits for a channel a blocked
-	// Publish holds, so that neither ever reaches the socket (publish's
-	// TestFrozenMidBatch).
-	Socket func(net.Conn)
 }
 
 // Dial connects to raw as DialContext describes. raw may list several
@@ -133,15 +125,14 @@ func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, erro
 	var (
 		stop  func() bool
 		watch *watchConn
+		sock  net.Conn
 	)
 	dial := func(string, string) (net.Conn, error) {
 		conn, err := (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
-		if d.Socket != nil {
-			d.Socket(conn)
-		}
+		sock = conn
 		// Closing the socket is the only way to stop a TLS or AMQP
 		// handshake a silent peer never finishes.
 		stop = context.AfterFunc(ctx, func() { conn.Close() })
@@ -185,6 +176,7 @@ func (d Dialer) dialOne(ctx context.Context, raw string) (*amqp.Connection, erro
 		}
 		return nil, dialFailed(ctx, err, uri, timeout, failed)
 	}
+	keepSocket(conn, sock)
 	return conn, nil
 }
 

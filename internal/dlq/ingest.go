@@ -302,7 +302,7 @@ func (in *ingester) session(ctx context.Context, conn *amqp.Connection) error {
 // them, which fails the pending call, and Ingest returns the error for
 // its service manager to restart it, as for a broker that failed.
 func (in *ingester) open(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery, error) {
-	stall := time.AfterFunc(dialTimeout, func() { conn.CloseDeadline(time.Now()) })
+	stall := time.AfterFunc(dialTimeout, func() { broker.Abort(conn, 0) })
 	ch, ds, err := in.openChannel(conn)
 	if !stall.Stop() {
 		if ch != nil {

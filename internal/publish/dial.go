@@ -2,7 +2,6 @@ package publish
 
 import (
 	"context"
-	"net"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -19,24 +18,7 @@ type dialed struct {
 	p       *confirm.Publisher
 	blocked chan amqp.Blocking
 	closed  chan *amqp.Error // the publishing channel's close, as the broker gave it
-	sock    net.Conn         // the connection's socket (broker.Dialer.Socket)
 	err     error
-}
-
-// abort closes the connection under whatever is blocked on it, within
-// grace. The socket's own deadline comes first: a write the broker stopped
-// reading then fails whatever the library is doing. CloseDeadline alone
-// may never get there: it first takes the connection's lock, which the
-// library's shutdown holds while it waits for the channel lock a blocked
-// Publish holds (a shutdown that starts while publish is blocked: the
-// heartbeats' read deadline passing on a stalled node does it), and only
-// then sets the deadline. Once the write has failed, the Publish returns,
-// the shutdown ends, and the close goes through.
-func abort(conn *amqp.Connection, sock net.Conn, grace time.Duration) {
-	if sock != nil {
-		sock.SetDeadline(time.Now().Add(grace))
-	}
-	conn.CloseDeadline(time.Now().Add(grace))
 }
 
 // closeReason is the broker's reason for closing the publishing channel,
@@ -87,8 +69,6 @@ type dialing struct {
 // signal (ctx) ends the attempt.
 func dialAsync(ctx context.Context, dialer broker.Dialer, url string, window int, timeout time.Duration) *dialing {
 	g := &dialing{ctx: ctx, done: make(chan struct{})}
-	var sock net.Conn // set by the dial, in this goroutine
-	dialer.Socket = func(c net.Conn) { sock = c }
 	go func() {
 		defer close(g.done)
 		conn, err := dialer.Dial(ctx, url)
@@ -102,7 +82,7 @@ func dialAsync(ctx context.Context, dialer broker.Dialer, url string, window int
 		// then stalls (one paused or cut off mid-partition keeps sending
 		// heartbeats) would hold publish forever. Past timeout the socket
 		// is closed under them, which fails the pending call.
-		stall := time.AfterFunc(timeout, func() { abort(conn, sock, 0) })
+		stall := time.AfterFunc(timeout, func() { broker.Abort(conn, 0) })
 		// Publishing to a missing exchange makes the broker close the
 		// channel with 404 mid-batch; say "run topology first" up front, on
 		// the channel that will publish (one round trip less).
@@ -133,7 +113,7 @@ func dialAsync(ctx context.Context, dialer broker.Dialer, url string, window int
 		// A broker under a memory or disk alarm stops reading from
 		// publishers; its connection.blocked says why the confirm is late.
 		blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 64))
-		g.d = dialed{conn: conn, p: p, blocked: blocked, closed: closed, sock: sock}
+		g.d = dialed{conn: conn, p: p, blocked: blocked, closed: closed}
 	}()
 	return g
 }
@@ -158,7 +138,7 @@ func (g *dialing) close() {
 			return
 		}
 		if g.ctx.Err() != nil {
-			abort(g.d.conn, g.d.sock, 200*time.Millisecond)
+			broker.Abort(g.d.conn, 200*time.Millisecond)
 			return
 		}
 		broker.Close(g.d.conn)

@@ -114,12 +114,12 @@ func publishFiles(ctx context.Context, cfg *Config, stdin io.Reader, stderr io.W
 	// connection is closed under it, which fails the write.
 	watchdog := context.AfterFunc(ctx, func() {
 		time.AfterFunc(drainGrace+2*pollStep+100*time.Millisecond, func() {
-			abort(d.conn, d.sock, 100*time.Millisecond)
+			broker.Abort(d.conn, 100*time.Millisecond)
 		})
 	})
 	defer watchdog()
 	prog := newProgress(stderr, cfg.Progress, len(cfg.Files)-b.invalid)
-	sendErr := send(ctx, d.p, cfg, b.claims, b.results, prog.update, func() { abort(d.conn, d.sock, 0) })
+	sendErr := send(ctx, d.p, cfg, b.claims, b.results, prog.update, func() { broker.Abort(d.conn, 0) })
 	prog.finish()
 
 	limit := brokerMax(d.closeReason())

@@ -212,7 +212,7 @@ func (r *relay) connect(ctx context.Context, first bool) (*amqp.Connection, *ses
 	// would hold the consumer on it for good, reconnecting nowhere. Past
 	// the dial's timeout the socket is closed under them, which fails the
 	// pending call, and the next attempt goes to the next address.
-	stall := time.AfterFunc(r.dialer.Timeout, func() { conn.CloseDeadline(time.Now()) })
+	stall := time.AfterFunc(r.dialer.Timeout, func() { broker.Abort(conn, 0) })
 	s, deliveries, err := r.open(conn)
 	if !stall.Stop() {
 		if err == nil {
