@@ -119,15 +119,19 @@ func (s *Store) compactDeadLetterCounts(ctx context.Context) error {
 }
 
 // wroteDeadLetters counts a committed write to the dead letters and
-// compacts after every pgCompactEvery. A compaction that fails is not the
-// write's failure (the write is committed, and its counts are right
-// without one): the next write tries again, as its count stays due.
+// compacts after the store's first and then every pgCompactEvery: the
+// first too, so that short runs (a `dlq ingest` of a few batches, a
+// replay) each fold what the runs before them left, when the page reads
+// the counts without compacting (opened read-only). A compaction that
+// fails is not the write's failure (the write is committed, and its
+// counts are right without one): the next write tries again, as its
+// count stays due.
 func (s *Store) wroteDeadLetters(ctx context.Context) {
-	if s.deltaWrites.Add(1) < pgCompactEvery {
+	if n := s.deltaWrites.Add(1); n > 1 && n <= pgCompactEvery {
 		return
 	}
 	if err := s.compactDeadLetterCounts(context.WithoutCancel(ctx)); err == nil {
-		s.deltaWrites.Store(0)
+		s.deltaWrites.Store(1)
 	}
 }
 

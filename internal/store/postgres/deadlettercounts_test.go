@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"eaimq/internal/pgtest"
 	"eaimq/internal/store/deadletter"
 )
@@ -128,6 +130,17 @@ func deltaRows(t *testing.T, s *Store) int {
 	return n
 }
 
+// keyCount is how many keys (state, reason, status, broker_reason) the
+// rows have: the delta rows a compaction leaves.
+func keyCount(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT DISTINCT state, reason, status, broker_reason FROM dead_letters) AS k`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestKeptGroupCountsFollowEachChange: after ingest (a copy twice
 // skipped), replay's two states, purge, restore, a purge without archive
 // (a delete), the retention's prune and a compaction, the kept counts'
@@ -194,11 +207,7 @@ func TestKeptGroupCountsFollowEachChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameAllGroups(t, s, "compacted")
-	var keys int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT DISTINCT state, reason, status, broker_reason FROM dead_letters) AS k`).Scan(&keys); err != nil {
-		t.Fatal(err)
-	}
-	if n := deltaRows(t, s); n != keys {
+	if n, keys := deltaRows(t, s), keyCount(t, s); n != keys {
 		t.Errorf("%d delta rows after a compaction, %d keys", n, keys)
 	}
 
@@ -322,4 +331,38 @@ func TestKeptGroupsUnderConcurrentWriters(t *testing.T) {
 	}
 	t.Logf("compactions: %v; delta rows left: %d", compactions, deltaRows(t, s))
 	sameAllGroups(t, s, "after concurrent writers")
+}
+
+// TestKeptCountsStayFew: the deltas are folded by the writer (its first
+// write, then every pgCompactEvery) and by the page's read past
+// pgCompactBound (writes the store did not count: another program's),
+// so that the read never sums more than some thousand.
+func TestKeptCountsStayFew(t *testing.T) {
+	s := openStore(t, pgtest.New(t), Options{})
+	r := rand.New(rand.NewPCG(11, 12))
+	most := 0
+	for i := range 3 * pgCompactEvery {
+		if _, err := s.PutDeadLetters(ctx, countRows(fmt.Sprint("one", i), 1, r)); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, deltaRows(t, s))
+	}
+	if most > pgCompactEvery+len(countKeys) {
+		t.Errorf("%d delta rows after single-row writes, want at most %d", most, pgCompactEvery+len(countKeys))
+	}
+	var b pgx.Batch
+	for i := range pgCompactBound + 100 {
+		b.Queue(`INSERT INTO dead_letters (copy_key, message_id, reason, properties, headers, body, ingested_at)
+			VALUES ($1, $1, 'rejected', '{}', '{}', '', now())`, fmt.Sprint("raw-", i))
+	}
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := deltaRows(t, s); n <= pgCompactBound {
+		t.Fatalf("%d delta rows after %d statements", n, pgCompactBound+100)
+	}
+	sameGroups(t, s, "past the bound", deadletter.Query{States: deadletter.Live})
+	if n, keys := deltaRows(t, s), keyCount(t, s); n != keys {
+		t.Errorf("%d delta rows after the read past the bound, want one a key", n)
+	}
 }
