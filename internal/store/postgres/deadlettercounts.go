@@ -63,7 +63,12 @@ func pgMigrate7(ctx context.Context, tx pgx.Tx) error {
 				UNION ALL
 				SELECT state, reason, status, broker_reason, -1 FROM old_rows) AS d
 			GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0;
-		ELSE -- TRUNCATE: no row is left, and it holds the table alone
+		ELSE
+			-- TRUNCATE: no row is left, and it holds dead_letters alone,
+			-- so every delta's writer has committed. The lock waits for a
+			-- compaction under way, whose sums the DELETE's snapshot,
+			-- taken after it, then sees.
+			LOCK TABLE dead_letter_counts IN EXCLUSIVE MODE;
 			DELETE FROM dead_letter_counts;
 		END IF;
 		RETURN NULL;
@@ -92,7 +97,8 @@ func pgMigrate7(ctx context.Context, tx pgx.Tx) error {
 // locks no existing row, so neither waits for the other, and a delta
 // committed later is not deleted (it is not in the snapshot) and stays.
 // Against a second compaction: both delete in the order of a sequential
-// scan of the same table; the second, meeting a row the first deleted,
+// scan of the same table (it has no index, and it is far below the size
+// at which PostgreSQL starts a scan mid-table to share it); the second, meeting a row the first deleted,
 // waits for the first to end, then skips the row (gone), and the rows the
 // first inserted are not in its snapshot. Each delta is thus deleted (and
 // its sum inserted) by one compaction at most, none is lost or counted
