@@ -149,10 +149,11 @@ type RowGroup struct {
 }
 
 // RowGroups counts the groups of the ingested rows b reads in one GROUP BY
-// (the page's grouping by Word and status, in SQL: deadletter.GroupsSQL),
-// then reads each group's first listed dead letters: a million rows cost
-// the database a count, and this process a page a group, not a million
-// rows read through the model.
+// (the page's grouping by Word and status, in SQL: deadletter.GroupsSQL;
+// PostgreSQL sums the counts it keeps instead, through the same last
+// seq), then reads each group's first listed dead letters: a million rows
+// cost the database a count, and this process a page a group, not a
+// million rows read through the model.
 func (b *Browser) RowGroups(ctx context.Context, listed int) ([]RowGroup, error) {
 	last, err := b.ingested.LastDeadLetterSeq(ctx)
 	if err != nil {

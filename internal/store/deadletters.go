@@ -31,7 +31,8 @@ type DeadLetters interface {
 	// the change is in the database.
 	ChangeDeadLetters(ctx context.Context, c deadletter.Change) ([]int64, error)
 	// DeadLetterGroups counts the page's groups of the rows q selects
-	// (its Limit aside), in one query.
+	// (its Limit aside), in one query: PostgreSQL reads those of the
+	// page's first load from counts it keeps as rows change.
 	DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]deadletter.Group, error)
 	// PruneDeadLetters deletes the rows in one of states since before
 	// before (the archive's retention) and returns how many.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -50,47 +51,76 @@ func pgMigrate4(ctx context.Context, tx pgx.Tx) error {
 // invalid UTF-8) is made fit here, so that one such message never fails
 // a batch again and again: a key by pgKey, the rest by pgText; the body
 // is bytea, kept as it came.
+//
+// The rows go in one INSERT of arrays (unnest), in their order (the
+// ordinality: seq is the order of ingestion), not a statement a row: the
+// trigger that keeps the groups' counts (pgMigrate7) runs once a
+// statement and adds a delta row per key it saw, so a batch adds a few,
+// not one a row. A copy_key twice in the batch, or already there, is
+// skipped (DO NOTHING), as before. Each row's words are a JSON array:
+// arrays of arrays must be rectangular in PostgreSQL.
 func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int, error) {
 	if s.readOnly {
 		return 0, errReadOnly
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	n := len(rows)
+	var (
+		copyKey, messageID, claimID, guid, reason, answer = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		brokerReason, props, headers, raw, state, stateBy = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		stateVia, words                                   = make([]string, n), make([]string, n)
+		status, attempts                                  = make([]int32, n), make([]int32, n)
+		record                                            = make([]*string, n)
+		deadAt, stateAt                                   = make([]*time.Time, n), make([]*time.Time, n)
+		ingestedAt                                        = make([]time.Time, n)
+		body                                              = make([][]byte, n)
+	)
+	for i, r := range rows {
+		if r.Record != nil {
+			v := pgText(string(r.Record))
+			record[i] = &v
+		}
+		if !r.DeadAt.IsZero() {
+			t := r.DeadAt
+			deadAt[i] = &t
+		}
+		st, at := pgStateOf(r)
+		w, err := json.Marshal(pgWords(r.Body))
+		if err != nil {
+			return 0, err
+		}
+		copyKey[i], messageID[i], claimID[i], guid[i], reason[i], status[i] = pgKey(r.CopyKey), pgKey(r.MessageID), pgText(r.ClaimID), pgText(r.GUID), pgText(r.Reason), int32(r.Status)
+		answer[i], attempts[i], brokerReason[i], props[i], headers[i] = pgText(r.Answer), int32(r.Attempts), pgText(r.BrokerReason), pgText(string(r.Properties)), pgText(string(r.Headers))
+		body[i], raw[i], ingestedAt[i], state[i], stateBy[i], stateVia[i], stateAt[i], words[i] = r.Body, pgText(r.Raw), r.IngestedAt, st, pgText(r.StateBy), pgText(r.StateVia), at, string(w)
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.beginFinish})
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var b pgx.Batch
-	for _, r := range rows {
-		var rec *string
-		if r.Record != nil {
-			v := pgText(string(r.Record))
-			rec = &v
-		}
-		var deadAt *time.Time
-		if !r.DeadAt.IsZero() {
-			deadAt = &r.DeadAt
-		}
-		state, stateAt := pgStateOf(r)
-		b.Queue(`INSERT INTO dead_letters (`+deadletter.Columns+`, `+deadletter.StateColumns+`, words)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) ON CONFLICT (copy_key) DO NOTHING`,
-			pgKey(r.CopyKey), pgKey(r.MessageID), pgText(r.ClaimID), pgText(r.GUID), pgText(r.Reason), r.Status, pgText(r.Answer),
-			r.Attempts, rec, deadAt, pgText(r.BrokerReason), pgText(string(r.Properties)), pgText(string(r.Headers)), r.Body,
-			pgText(r.Raw), r.IngestedAt, state, pgText(r.StateBy), pgText(r.StateVia), stateAt, pgWords(r.Body))
-	}
-	res := tx.SendBatch(ctx, &b)
-	added := 0
-	for range rows {
-		tag, err := res.Exec()
-		if err != nil {
-			res.Close()
-			return 0, err
-		}
-		added += int(tag.RowsAffected())
-	}
-	if err := res.Close(); err != nil {
+	tag, err := tx.Exec(ctx, `INSERT INTO dead_letters (`+deadletter.Columns+`, `+deadletter.StateColumns+`, words)
+		SELECT c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20,
+			ARRAY(SELECT jsonb_array_elements_text(c21))
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::text[], $8::integer[], $9::text[],
+			$10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::bytea[], $15::text[], $16::timestamptz[],
+			$17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::jsonb[])
+			WITH ORDINALITY AS r(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, ord)
+		ORDER BY ord
+		ON CONFLICT (copy_key) DO NOTHING`,
+		copyKey, messageID, claimID, guid, reason, status, answer, attempts, record, deadAt, brokerReason, props, headers, body,
+		raw, ingestedAt, state, stateBy, stateVia, stateAt, words)
+	if err != nil {
 		return 0, err
 	}
-	return added, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	if tag.RowsAffected() > 0 {
+		s.wroteDeadLetters(ctx)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // DeadLetters returns the rows q selects, in the order of ingestion.

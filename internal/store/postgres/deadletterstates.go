@@ -160,6 +160,9 @@ func (s *Store) ChangeDeadLetters(ctx context.Context, c deadletter.Change) ([]i
 	if err := tx.Commit(ctx); err != nil {
 		return nil, err
 	}
+	if len(changed) > 0 {
+		s.wroteDeadLetters(ctx)
+	}
 	return changed, nil
 }
 
@@ -176,11 +179,19 @@ func (s *Store) PruneDeadLetters(ctx context.Context, states []deadletter.State,
 	if err != nil {
 		return 0, err
 	}
+	if tag.RowsAffected() > 0 {
+		s.wroteDeadLetters(ctx)
+	}
 	return tag.RowsAffected(), nil
 }
 
-// DeadLetterGroups counts the page's groups of the rows q selects.
+// DeadLetterGroups counts the page's groups of the rows q selects: those
+// of the page's first load from the kept counts (countedGroups), any
+// other selection by GroupsSQL over the rows.
 func (s *Store) DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]deadletter.Group, error) {
+	if pgKeptShape(q) {
+		return s.countedGroups(ctx, q)
+	}
 	where, args := pgWhere(q)
 	rows, err := s.pool.Query(ctx, deadletter.GroupsSQL(where), args...)
 	if err != nil {
@@ -191,7 +202,7 @@ func (s *Store) DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]dea
 	for rows.Next() {
 		var g deadletter.Group
 		var first, last *time.Time
-		if err := rows.Scan(&g.Word, &g.Status, &g.Count, &first, &last, &g.FirstSeq); err != nil {
+		if err := rows.Scan(&g.Word, &g.Status, &g.Count, &first, &last); err != nil {
 			return nil, err
 		}
 		if first != nil {

@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,6 +62,10 @@ type Store struct {
 	maxHeld     int    // claims held at once (Options.Conns)
 	beginFinish string // the BEGIN of Finish's transaction, with its durability
 	syncLevel   string // that durability: synchronous_commit for an outcome
+
+	// deltaWrites are the writes to the dead letters since the last
+	// compaction of their kept counts (wroteDeadLetters).
+	deltaWrites atomic.Int64
 
 	mu     sync.Mutex
 	claims map[string]*pgClaim

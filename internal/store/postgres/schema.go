@@ -9,7 +9,7 @@ import (
 // pgSchemaVersion is the version of a database this code wrote. Open
 // migrates older ones up to it and refuses newer ones. It counts on its
 // own: the PostgreSQL schema began after SQLite's second version.
-const pgSchemaVersion = 6
+const pgSchemaVersion = 7
 
 // pgMigrations[v] takes a database from version v to v+1, inside one
 // transaction.
@@ -20,6 +20,7 @@ var pgMigrations = []func(ctx context.Context, tx pgx.Tx) error{
 	pgMigrate4, // deadletters.go
 	pgMigrate5, // deadletterstates.go
 	pgMigrate6, // deadletterstates.go
+	pgMigrate7, // deadlettercounts.go
 }
 
 // pgMigrate1 creates the schema: the same tables and columns as SQLite's

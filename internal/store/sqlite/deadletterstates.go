@@ -194,7 +194,7 @@ func (s *Store) DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]dea
 	for rows.Next() {
 		var g deadletter.Group
 		var first, last sql.NullInt64
-		if err := rows.Scan(&g.Word, &g.Status, &g.Count, &first, &last, &g.FirstSeq); err != nil {
+		if err := rows.Scan(&g.Word, &g.Status, &g.Count, &first, &last); err != nil {
 			return nil, err
 		}
 		if first.Valid {
