@@ -4,7 +4,7 @@
 # this script prints every figure with its target and PASS or MISS, then
 # the same as the table in docs/figures.md (Markdown).
 #
-#   scripts/bench.sh             (about ninety minutes on two cores: the
+#   scripts/bench.sh             (about forty minutes on two cores: the
 #                                store of 10,000,000 records and the
 #                                million dead letters are built in bulk)
 #   scripts/bench.sh -quick      (fewer rounds, no 200,000-claim RSS run)
