@@ -61,7 +61,8 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			return err
 		}
 		defer words.Close()
-		var nulWords *sql.Stmt // prepared for the first body with a NUL byte
+		var join deadletter.Joiner // wordsOf's words, its buffers kept from row to row
+		var nulWords *sql.Stmt     // prepared for the first body with a NUL byte
 		defer func() {
 			if nulWords != nil {
 				nulWords.Close()
@@ -86,7 +87,7 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			added += int(n)
 			if n == 1 { // new: its words too (a copy there already has them)
 				seq, err := res.LastInsertId()
-				w := wordsOf(r.Body)
+				w := join.Join(r.Body) // bound as a blob: FTS4 reads its bytes as text
 				if err == nil {
 					_, err = words.Exec(seq, w)
 				}
@@ -97,7 +98,7 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 						nulWords, err = tx.Prepare(insertNulWords)
 					}
 					if err == nil {
-						_, err = nulWords.Exec(seq, w)
+						_, err = nulWords.Exec(seq, string(w))
 					}
 				}
 				if err != nil {
