@@ -101,6 +101,21 @@ func TestWordsAsBefore(t *testing.T) {
 	})
 }
 
+// TestJoinerAsTextWords: a Joiner gives TextWords joined by spaces, body
+// after body with the buffers of the one before.
+func TestJoinerAsTextWords(t *testing.T) {
+	var j Joiner
+	rapid.Check(t, func(t *rapid.T) {
+		for _, b := range rapid.SliceOfN(rapid.SliceOf(rapid.SampledFrom([]string{"a", "A", "b", "Bb", "0", " ", ",", "\"", "\xff", "\x00",
+			"é", "É", "x1", "X1", "-", "LONGWORD"})), 1, 4).Draw(t, "bodies") {
+			body := []byte(strings.Join(b, ""))
+			if got, want := string(j.Join(body)), strings.Join(TextWords(string(body)), " "); got != want {
+				t.Fatalf("Join(%q) = %q, want %q", body, got, want)
+			}
+		}
+	})
+}
+
 func wordsRef(b []byte, max int) []string {
 	seen := map[string]bool{}
 	var out []string

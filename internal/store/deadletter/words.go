@@ -141,3 +141,50 @@ func appendLower(dst, b []byte) []byte {
 	}
 	return dst
 }
+
+// Joiner makes a body's words joined by spaces, as SQLite's word index
+// is given them (TextWords of the body, in their order), keeping its map
+// and buffers from one body to the next: dlq ingest does it for every
+// dead letter, and the slice of strings and its join cost a twentieth of
+// its CPU (pprof of dlq ingest over 100,000, issue 29). A Joiner is for
+// one goroutine.
+type Joiner struct {
+	seen  map[string]bool
+	lower []byte
+	out   []byte
+}
+
+// Join is the words of body joined by spaces, in a buffer that the next
+// Join overwrites: the caller copies what it keeps.
+func (j *Joiner) Join(body []byte) []byte {
+	if j.seen == nil {
+		j.seen = map[string]bool{}
+	}
+	clear(j.seen)
+	j.out = j.out[:0]
+	for i := 0; i < len(body); {
+		if !wordByte(body[i]) {
+			i++
+			continue
+		}
+		k := i
+		for k < len(body) && wordByte(body[k]) {
+			k++
+		}
+		w := body[i:k]
+		i = k
+		if hasUpper(w) {
+			j.lower = appendLower(j.lower[:0], w)
+			w = j.lower
+		}
+		if j.seen[string(w)] {
+			continue
+		}
+		j.seen[string(w)] = true
+		if len(j.out) > 0 {
+			j.out = append(j.out, ' ')
+		}
+		j.out = append(j.out, w...)
+	}
+	return j.out
+}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"strconv"
@@ -60,6 +61,13 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			return err
 		}
 		defer words.Close()
+		var join deadletter.Joiner // wordsOf's words, its buffers kept from row to row
+		var nulWords *sql.Stmt     // prepared for the first body with a NUL byte
+		defer func() {
+			if nulWords != nil {
+				nulWords.Close()
+			}
+		}()
 		for _, r := range rows {
 			var rec, deadAt any
 			if r.Record != nil {
@@ -79,14 +87,24 @@ func (s *Store) PutDeadLetters(ctx context.Context, rows []deadletter.Row) (int,
 			added += int(n)
 			if n == 1 { // new: its words too (a copy there already has them)
 				seq, err := res.LastInsertId()
+				w := join.Join(r.Body) // bound as a blob: FTS4 reads its bytes as text
 				if err == nil {
-					_, err = words.Exec(seq, wordsOf(r.Body))
+					_, err = words.Exec(seq, w)
+				}
+				if err == nil && bytes.IndexByte(r.Body, 0) >= 0 {
+					// FTS4 reads such a body back only up to the NUL
+					// (migrate9): its words are kept for the delete.
+					if nulWords == nil {
+						nulWords, err = tx.Prepare(insertNulWords)
+					}
+					if err == nil {
+						_, err = nulWords.Exec(seq, string(w))
+					}
 				}
 				if err != nil {
 					return err
 				}
 			}
-
 		}
 		return nil
 	})

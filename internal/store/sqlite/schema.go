@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is PRAGMA user_version of a file this code wrote. Open
 // migrates older files up to it and refuses newer ones.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrations[v] takes a file from version v to v+1, inside one
 // transaction.
@@ -23,6 +23,7 @@ var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	migrate6, // deadletters.go
 	migrate7, // deadletterstates.go
 	migrate8, // deadletterstates.go
+	migrate9, // deadlettertext.go
 }
 
 const schema1 = `CREATE TABLE claims (
