@@ -25,6 +25,7 @@ import (
 	"eaimq/internal/claim"
 	"eaimq/internal/claimsys"
 	"eaimq/internal/dlqweb"
+	"eaimq/internal/pgtest"
 	"eaimq/internal/store"
 	"eaimq/internal/topo"
 )
@@ -228,7 +229,28 @@ const xssClaimID = `</pre><script>window.pwned=1</script>`
 // themselves.
 func TestDLQServeBrowser(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	browserScenario(t, newWorld(t), false)
+}
+
+// TestDLQServeBrowserIngesting is the same story in Chromium over dead
+// letters ingested into the store as the page runs (issue 29's "done
+// when"; TestDLQServeBrowserOverRows is the page's actions over rows
+// ingested before it started): dlq serve -ingest takes claim.dead into
+// the store's rows, and the page counts, retries, edits and refreshes
+// them from there, a claim's <script> inert; on SQLite and on PostgreSQL.
+func TestDLQServeBrowserIngesting(t *testing.T) {
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) { browserScenario(t, newWorld(t), true) })
+	t.Run("postgres", func(t *testing.T) {
+		w := newWorld(t)
+		w.db = pgtest.New(t)
+		browserScenario(t, w, true)
+	})
+}
+
+// browserScenario is TestDLQServeBrowser's story, over claim.dead or (rows)
+// over the rows dlq serve -ingest writes.
+func browserScenario(t *testing.T, w *world, rows bool) {
 	xss := []byte(`{"guid":"xss-0","claimId":` + jsonString(xssClaimID) + `,"docs":[],"note":"<img src=x onerror=window.pwned=2>"}`)
 	w.publishFiles(brokertest.Claim("nodocs-0", "C-N0"), brokertest.Claim("nodocs-1", "C-N1"), xss,
 		brokertest.Claim("busy-0", "BUSY-0", "r.pdf"), brokertest.Claim("busy-1", "BUSY-1", "r.pdf"),
@@ -241,14 +263,27 @@ func TestDLQServeBrowser(t *testing.T) {
 		return w.vh.Depth(t, topo.DeadQueue) == 5 && w.partner.Stats().Accepted["good-0"] == 1
 	})
 
-	srv := w.startServe(nil, "-addr", "127.0.0.1:0", "-refresh", "2s")
+	serveArgs := []string{"-addr", "127.0.0.1:0", "-refresh", "2s"}
+	if rows {
+		serveArgs = append(serveArgs, "-ingest")
+	}
+	srv := w.startServe(nil, serveArgs...)
+	if rows {
+		// Acked only after its batch is committed: claim.dead empty is
+		// every dead letter a row.
+		brokertest.Eventually(t, 60*time.Second, "claim.dead ingested", func() bool {
+			return w.vh.Depth(t, topo.DeadQueue) == 0
+		})
+	}
 	ctx := browser(t)
 	must(t, ctx, "load the groups page", chromedp.Navigate(srv.base+"/"), chromedp.WaitVisible(chromedp.CSS(`section.group`)))
 	if got, want := groupCounts(t, ctx), map[string]string{"rejected 422": "3", "failed-twice 503": "2"}; !mapsEqual(got, want) {
 		t.Fatalf("groups %v, want %v", got, want)
 	}
 	checkInert(t, ctx, "the groups page")
-	screenshot(t, ctx, "groups.png")
+	if !rows {
+		screenshot(t, ctx, "groups.png")
+	}
 
 	// Retry the BUSY group, the partner now answering 201.
 	created := 201
@@ -297,6 +332,9 @@ func TestDLQServeBrowser(t *testing.T) {
 		t.Fatalf("edit of nodocs-1 reported %q", res)
 	}
 	brokertest.Eventually(t, 60*time.Second, "the edited nodocs-1 rejected again", func() bool {
+		if rows { // dead-lettered again, then ingested: a new row
+			return w.partner.Stats().ByGuid["nodocs-1"] == 2 && w.vh.Depth(t, topo.DeadQueue) == 0 && len(w.deadKeys()) == 3
+		}
 		return w.partner.Stats().ByGuid["nodocs-1"] == 2 && w.vh.Depth(t, topo.DeadQueue) == 3
 	})
 	must(t, ctx, "open the edited claim", chromedp.Navigate(srv.base+"/claim?id=nodocs-1"), chromedp.WaitVisible(chromedp.CSS(`#edited`)))
@@ -304,7 +342,9 @@ func TestDLQServeBrowser(t *testing.T) {
 	if !strings.HasPrefix(failures, "2 failed") {
 		t.Errorf("repeated failures: %q, want 2", failures)
 	}
-	screenshot(t, ctx, "claim.png")
+	if !rows {
+		screenshot(t, ctx, "claim.png")
+	}
 
 	// An edit that changes the guid is refused, and nothing is replayed.
 	must(t, ctx, "edit nodocs-0's guid", chromedp.Navigate(srv.base+"/claim?id=nodocs-0"), chromedp.WaitVisible(chromedp.CSS(`#draft`)),
