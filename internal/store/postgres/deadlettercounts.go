@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"slices"
-	"time"
 
 	"eaimq/internal/store/deadletter"
 
@@ -218,18 +217,5 @@ func (s *Store) countedGroups(ctx context.Context, q deadletter.Query) ([]deadle
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []deadletter.Group
-	for rows.Next() {
-		var g deadletter.Group
-		var first, last *time.Time
-		if err := rows.Scan(&g.Word, &g.Status, &g.Count, &first, &last); err != nil {
-			return nil, err
-		}
-		if first != nil {
-			g.First, g.Last = *first, *last
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return scanGroups(rows)
 }

@@ -51,20 +51,8 @@ func groupsByRows(t *testing.T, s *Store, q deadletter.Query) []deadletter.Group
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var out []deadletter.Group
-	for rows.Next() {
-		var g deadletter.Group
-		var first, last *time.Time
-		if err := rows.Scan(&g.Word, &g.Status, &g.Count, &first, &last); err != nil {
-			t.Fatal(err)
-		}
-		if first != nil {
-			g.First, g.Last = *first, *last
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanGroups(rows)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out

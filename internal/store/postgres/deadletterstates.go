@@ -197,6 +197,12 @@ func (s *Store) DeadLetterGroups(ctx context.Context, q deadletter.Query) ([]dea
 	if err != nil {
 		return nil, err
 	}
+	return scanGroups(rows)
+}
+
+// scanGroups reads the rows of GroupsSQL, or of its kept counts' twin
+// (pgCountedGroupsSQL): word, status, count, first and last dead_at.
+func scanGroups(rows pgx.Rows) ([]deadletter.Group, error) {
 	defer rows.Close()
 	var out []deadletter.Group
 	for rows.Next() {

@@ -117,20 +117,7 @@ func TestDeadLetterSearchesUseIndexes(t *testing.T) {
 // letters ingested before states and words existed, becomes version 7
 // with each row dead and findable by the words of its body.
 func TestMigratesDeadLettersOfVersion6(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "processed.db")
-	db, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range migrations[:6] {
-		if err := m(ctx, tx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	path, db, tx := fileAtVersion(t, 6)
 	for _, q := range []string{
 		`INSERT INTO dead_letters (copy_key, message_id, reason, properties, headers, body, ingested_at)
 			VALUES ('c1', 'old-1', 'rejected', '{}', '{}', '{"guid":"old-1","claimId":"BUSY-9"}', 1)`,
@@ -149,4 +136,26 @@ func TestMigratesDeadLettersOfVersion6(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].MessageID != "old-1" || got[0].State != deadletter.StateDead {
 		t.Fatalf("the version 6 row after the migration: %+v %v", got, err)
 	}
+}
+
+// fileAtVersion is a new store file at schema version v (its first v
+// migrations), in a transaction left open for the test's rows of that
+// version.
+func fileAtVersion(t *testing.T, v int) (string, *sql.DB, *sql.Tx) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "processed.db")
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migrations[:v] {
+		if err := m(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path, db, tx
 }

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -83,20 +82,7 @@ func TestDeadLetterWordsLeaveWithTheirRow(t *testing.T) {
 // table with content, becomes version 9 with each row found by the same
 // words, and a delete, of a body with a NUL byte too, takes them all.
 func TestMigratesWordsOfVersion8(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "processed.db")
-	db, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range migrations[:8] {
-		if err := m(ctx, tx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	path, db, tx := fileAtVersion(t, 8)
 	bodies := []string{`{"guid":"old-1","claimId":"BUSY-9"}`, "busy\x00tail words", `{"note":"Tail"}`}
 	for i, b := range bodies {
 		res, err := tx.Exec(`INSERT INTO dead_letters (copy_key, message_id, reason, properties, headers, body, ingested_at)
