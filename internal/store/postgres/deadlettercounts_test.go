@@ -106,6 +106,25 @@ func sameAllGroups(t *testing.T, s *Store, step string) {
 	t.Helper()
 	for name, q := range pageQueries(t, s) {
 		sameGroups(t, s, step+", "+name, q)
+		sameCount(t, s, step+", "+name, q)
+	}
+}
+
+// sameCount: CountDeadLetters of q from the kept counts is the count of
+// the rows (CountSQL).
+func sameCount(t *testing.T, s *Store, what string, q deadletter.Query) {
+	t.Helper()
+	kept, err := s.CountDeadLetters(ctx, q)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	where, args := pgWhere(q)
+	var want int64
+	if err := s.pool.QueryRow(ctx, deadletter.CountSQL(where, 0), args...).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	if kept != want {
+		t.Errorf("%s: %d counted from the kept counts, %d rows", what, kept, want)
 	}
 }
 

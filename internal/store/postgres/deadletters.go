@@ -166,6 +166,9 @@ func (s *Store) DeadLetters(ctx context.Context, q deadletter.Query) ([]deadlett
 // CountDeadLetters counts the rows q selects, at most q.Limit of them
 // when it is set (deadletter.CountSQL).
 func (s *Store) CountDeadLetters(ctx context.Context, q deadletter.Query) (int64, error) {
+	if pgKeptShape(q) {
+		return s.countedRows(ctx, q)
+	}
 	where, args := pgWhere(q)
 	var n int64
 	err := s.pool.QueryRow(ctx, deadletter.CountSQL(where, q.Limit), args...).Scan(&n)
