@@ -104,7 +104,8 @@ func (s *server) confirm(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.render(w, http.StatusOK, "confirm.html", s.page(r, verb+"?", map[string]any{
-		"Action": q.Get("action"), "Verb": verb, "Target": t, "What": what, "Archive": !s.NoArchive}))
+		"Action": q.Get("action"), "Verb": verb, "Target": t, "What": what, "Archive": !s.NoArchive,
+		"Store": s.Backend.OverRows(r.Context())}))
 }
 
 func groupName(g Group) string {

@@ -88,6 +88,7 @@ func (s *stub) EditRetry(ctx context.Context, who, _ string, _ []byte, _ string)
 	return s.Retry(ctx, who, Target{})
 }
 func (s *stub) Health(context.Context) Health { return Health{OK: true, Depth: 7, Store: "ok"} }
+func (s *stub) OverRows(context.Context) bool { return false }
 
 // TestNamedTokens: each named token signs its holder in (bearer or the
 // login form's cookie), the backend is told the name; a wrong token is

@@ -186,4 +186,9 @@ type Backend interface {
 	// still has the sha256 previous ("": any).
 	EditRetry(ctx context.Context, who, id string, body []byte, previous string) (Report, error)
 	Health(ctx context.Context) Health
+	// OverRows says the page reads dead letters ingested into the store:
+	// a purge makes a row purged (the store's archive), a restore makes
+	// it dead again, a retry marks it replayed; claim.dead.archive plays
+	// no part. The confirmation page says which.
+	OverRows(ctx context.Context) bool
 }

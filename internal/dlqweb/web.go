@@ -299,6 +299,11 @@ func (w *web) Claim(ctx context.Context, id string) (c Claim, found bool, err er
 
 // Health is /healthz: the broker answers and claim.dead is there, and the
 // store reads (when there is one).
+func (w *web) OverRows(ctx context.Context) bool {
+	n, err := dlq.Ingested(ctx, w.st)
+	return err == nil && n > 0
+}
+
 func (w *web) Health(ctx context.Context) Health {
 	h := Health{OK: true, Store: "none"}
 	n, err := w.depth(ctx)

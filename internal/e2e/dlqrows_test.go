@@ -37,8 +37,13 @@ func TestDLQServeBrowserOverRows(t *testing.T) {
 	}
 
 	must(t, ctx, "purge arch-b", chromedp.Navigate(srv.base+"/claim?id=arch-b"), chromedp.WaitVisible(chromedp.CSS(`a.btn.danger`)),
-		chromedp.Click(chromedp.CSS(`a.btn.danger`)), chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
-		chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
+		chromedp.Click(chromedp.CSS(`a.btn.danger`)), chromedp.WaitVisible(chromedp.CSS(`#confirm`)))
+	// The confirmation says where the purge puts it: the store's archive,
+	// not claim.dead.archive.
+	if warn := text(t, ctx, "p.warn"); !strings.Contains(warn, "the store's archive") || strings.Contains(warn, "claim.dead.archive") {
+		t.Errorf("the purge's confirmation over rows: %q", warn)
+	}
+	must(t, ctx, "confirm the purge", chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
 	if res := text(t, ctx, "#result"); !strings.HasPrefix(res, "1 purged into the store's archive") {
 		t.Fatalf("purge: %q", res)
 	}
