@@ -44,7 +44,25 @@ func words(b []byte, max int) []string {
 	var seen map[string]bool
 	var out []string
 	var lower []byte
-	for i := 0; i < len(b) && (max <= 0 || len(out) < max); {
+	eachWord(b, &lower, func(w []byte) bool {
+		if !seen[string(w)] {
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			s := string(w)
+			seen[s] = true
+			out = append(out, s)
+		}
+		return max <= 0 || len(out) < max
+	})
+	return out
+}
+
+// eachWord calls fn with each word of b in order, lower-cased (into
+// *lower when it had an upper-case letter: fn copies what it keeps),
+// until fn returns false.
+func eachWord(b []byte, lower *[]byte, fn func(w []byte) bool) {
+	for i := 0; i < len(b); {
 		if !wordByte(b[i]) {
 			i++
 			continue
@@ -56,20 +74,13 @@ func words(b []byte, max int) []string {
 		w := b[i:j]
 		i = j
 		if hasUpper(w) {
-			lower = appendLower(lower[:0], w)
-			w = lower
+			*lower = appendLower((*lower)[:0], w)
+			w = *lower
 		}
-		if seen[string(w)] {
-			continue
+		if !fn(w) {
+			return
 		}
-		if seen == nil {
-			seen = map[string]bool{}
-		}
-		s := string(w)
-		seen[s] = true
-		out = append(out, s)
 	}
-	return out
 }
 
 func hasUpper(b []byte) bool {
@@ -162,29 +173,15 @@ func (j *Joiner) Join(body []byte) []byte {
 	}
 	clear(j.seen)
 	j.out = j.out[:0]
-	for i := 0; i < len(body); {
-		if !wordByte(body[i]) {
-			i++
-			continue
+	eachWord(body, &j.lower, func(w []byte) bool {
+		if !j.seen[string(w)] {
+			j.seen[string(w)] = true
+			if len(j.out) > 0 {
+				j.out = append(j.out, ' ')
+			}
+			j.out = append(j.out, w...)
 		}
-		k := i
-		for k < len(body) && wordByte(body[k]) {
-			k++
-		}
-		w := body[i:k]
-		i = k
-		if hasUpper(w) {
-			j.lower = appendLower(j.lower[:0], w)
-			w = j.lower
-		}
-		if j.seen[string(w)] {
-			continue
-		}
-		j.seen[string(w)] = true
-		if len(j.out) > 0 {
-			j.out = append(j.out, ' ')
-		}
-		j.out = append(j.out, w...)
-	}
+		return true
+	})
 	return j.out
 }
