@@ -372,6 +372,8 @@
 //	               is required for one other than loopback)
 //	EAIMQ_DLQ_TOKENS  serve: a file of "name token" lines, the same, by name
 //	VISUAL, EDITOR edit: the editor (a shell command; the file is its argument)
+//	TMPDIR         edit: where the editor's file goes (default /tmp); a
+//	               broken edit is kept there for its author
 //
 // Output: results go to stdout: list's table (and its last line, how many
 // were listed of how many looked at) or JSON lines; show's text or JSON

@@ -293,13 +293,15 @@ func TestEditEditor(t *testing.T) {
 	if n := w.partner.Stats().Accepted["nodocs-1"]; n != 1 {
 		t.Errorf("the edited nodocs-1 accepted %d times, want 1", n)
 	}
-	if code, out, errs := w.dlqWithEnv(map[string]string{"VISUAL": "true", "EDITOR": script}, nil, "edit", "nodocs-0"); code != 0 || acted(out) || !strings.Contains(errs, "no change") {
+	if code, out, errs := w.dlqWithEnv(map[string]string{"VISUAL": "true", "EDITOR": script, "TMPDIR": dir}, nil, "edit", "nodocs-0"); code != 0 || acted(out) || !strings.Contains(errs, "no change") {
 		t.Errorf("an editor that changes nothing: %d\n%s%s", code, out, errs)
 	}
 	breaker := filepath.Join(dir, "break.sh")
 	os.WriteFile(breaker, []byte("#!/bin/sh\necho '{\"guid\": \"nodocs-0\",' > \"$1\"\n"), 0o700)
-	code, out, errs = w.dlqWithEnv(map[string]string{"EDITOR": breaker}, nil, "edit", "nodocs-0")
-	if code != cli.ExitDataErr || acted(out) || !strings.Contains(errs, "the edit is kept in ") {
+	// TMPDIR: the broken edit is kept for its author, and must not be
+	// left in the machine's /tmp by every run.
+	code, out, errs = w.dlqWithEnv(map[string]string{"EDITOR": breaker, "TMPDIR": dir}, nil, "edit", "nodocs-0")
+	if code != cli.ExitDataErr || acted(out) || !strings.Contains(errs, "the edit is kept in "+dir) {
 		t.Errorf("an edit that breaks the claim: %d\n%s%s", code, out, errs)
 	}
 	if n := w.vh.Depth(t, topo.DeadQueue); n != 3 {

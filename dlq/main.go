@@ -63,6 +63,10 @@ func execute(ctx context.Context, c config, getenv func(string) string, stdout, 
 	}
 	c.dlq.Actor = dlq.Actor{Who: audit.OSUser(), Via: "dlq " + c.cmd}
 	c.dlq.Edit.Editor = dlq.Editor(getenv)
+	// The editor's file goes where TMPDIR says, as os.TempDir reads it,
+	// but through getenv like every other variable (a test's own
+	// directory, not the machine's /tmp).
+	c.dlq.Edit.Dir = getenv("TMPDIR")
 	if c.cmd == "history" || (acts(c) && !c.noStore) {
 		trail, err := audit.Open(ctx, store.Path(getenv))
 		if err != nil {
