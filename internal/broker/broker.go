@@ -162,7 +162,7 @@ func Close(conn *amqp.Connection) { Abort(conn, 2*time.Second) }
 // froze, or stopped reading under an alarm) holds that lock while it
 // waits for the lock of a channel whose Publish is blocked in a write the
 // broker no longer reads. Neither would ever return, and the program
-// would hang at exit (publish's TestFrozenMidBatch; TestAbortUnderFrozen
+// would hang at exit (publish's TestFrozenMidBatch; TestCloseUnderAFrozenPublish
 // here). With the deadline on the socket the write fails, the Publish
 // returns, the shutdown ends, and the close goes through. Once the
 // shutdown has begun the connection already says it is closed, so the
